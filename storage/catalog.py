@@ -1,0 +1,207 @@
+"""The DuckDB catalog: views (never tables) over every published Parquet table.
+
+Inputs: the folders under ``LINKEDQA_HOME`` that have a manifest (unfinished versions and runs are invisible).
+Outputs: ``catalog.duckdb`` with views ``entities, aliases, labels, claims, properties, articles, passages,
+redirects, rejects, questions, predictions, metrics, runs`` (union over all versions/runs, with a
+``kb_version`` / ``dataset_version`` column) and ``latest_*`` views, plus the report views in ``sql/reports``.
+
+The catalog is rebuilt into a temp file and renamed over the old one, so a reader never sees a half-built
+catalog and a refresh never waits for a reader's lock. Paths are inlined as quoted literals here and only here
+(DuckDB views cannot take parameters); everything else is in ``sql/``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from storage import layout
+from storage.manifest import read_manifest
+from storage.parquet_io import part_files
+from storage.schemas import KB_TABLES, SCHEMAS
+
+SQL_DIR = layout.REPO_ROOT / "sql"
+
+
+def _lit(path: Path | str) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class _Source:
+    files: list[Path]
+    tag_col: str
+    tag: str
+    extra: dict[str, str]
+
+
+def _empty_file(table: str, root: Path) -> Path:
+    path = root / "_empty" / f"{table}.parquet"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+        pq.write_table(SCHEMAS[table].empty_table(), tmp)
+        os.replace(tmp, path)
+    return path
+
+
+def complete_kb_versions(root: Path | None = None) -> list[tuple[str, dict]]:
+    """Published KB versions, oldest first, with their manifests."""
+    base = layout.kb_root(root)
+    out = []
+    if base.is_dir():
+        for d in base.iterdir():
+            m = read_manifest(d) if d.is_dir() else None
+            if m is not None:
+                out.append((d.name, m))
+    return sorted(out, key=lambda vm: (vm[1].get("written_at", ""), vm[0]))
+
+
+def latest_kb_version(root: Path | None = None) -> str | None:
+    """The newest published KB version, or None."""
+    versions = complete_kb_versions(root)
+    return versions[-1][0] if versions else None
+
+
+def complete_dataset_versions(root: Path | None = None) -> list[tuple[str, str, dict]]:
+    """Published dataset versions as (dataset, version, manifest), oldest first."""
+    base = layout.datasets_root(root)
+    out = []
+    if base.is_dir():
+        for ds in sorted(p for p in base.iterdir() if p.is_dir()):
+            for v in ds.iterdir():
+                m = read_manifest(v) if v.is_dir() else None
+                if m is not None:
+                    out.append((ds.name, v.name, m))
+    return sorted(out, key=lambda x: (x[2].get("written_at", ""), x[0], x[1]))
+
+
+def complete_runs(root: Path | None = None) -> list[tuple[str, dict]]:
+    """Finished runs as (run_id, manifest), oldest first."""
+    base = layout.runs_root(root)
+    out = []
+    if base.is_dir():
+        for d in base.iterdir():
+            m = read_manifest(d) if d.is_dir() else None
+            if m is not None:
+                out.append((d.name, m))
+    return sorted(out, key=lambda x: (x[1].get("written_at", ""), x[0]))
+
+
+def _union_sql(table: str, sources: list[_Source], root: Path, tag_cols: tuple[str, ...]) -> str:
+    parts = []
+    for s in sources:
+        if not s.files:
+            continue
+        files = "[" + ", ".join(_lit(f) for f in s.files) + "]"
+        tags = {s.tag_col: s.tag, **s.extra}
+        sel = ", ".join(f"{_lit(tags[c])} AS {c}" if c in tags else f"NULL::VARCHAR AS {c}" for c in tag_cols)
+        parts.append(f"SELECT *, {sel} FROM read_parquet({files}, union_by_name=true)")
+    if not parts:
+        sel = ", ".join(f"NULL::VARCHAR AS {c}" for c in tag_cols)
+        parts.append(f"SELECT *, {sel} FROM read_parquet({_lit(_empty_file(table, root))})")
+    return "\nUNION ALL BY NAME\n".join(parts)
+
+
+def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dict[str, int]:
+    """Create all catalog views on a connection (file-backed or in-memory).
+
+    Args:
+        con: Target connection.
+        root: Data root (default ``LINKEDQA_HOME``).
+
+    Returns:
+        Number of sources (versions/runs) behind each base view.
+    """
+    root = root or layout.home()
+    counts: dict[str, int] = {}
+    kb_versions = complete_kb_versions(root)
+    latest_kb = kb_versions[-1][0] if kb_versions else ""
+    for table in KB_TABLES:
+        sources = [
+            _Source(part_files(layout.kb_table_dir(v, table, root)), "kb_version", v, {}) for v, _ in kb_versions
+        ]
+        counts[table] = sum(1 for s in sources if s.files)
+        con.execute(f"CREATE OR REPLACE VIEW {table} AS {_union_sql(table, sources, root, ('kb_version',))}")
+        con.execute(
+            f"CREATE OR REPLACE VIEW latest_{table} AS SELECT * FROM {table} WHERE kb_version = {_lit(latest_kb)}"
+        )
+
+    ds_versions = complete_dataset_versions(root)
+    sources = [
+        _Source(part_files(layout.dataset_dir(d, v, root) / "questions"), "dataset_version", v, {})
+        for d, v, _ in ds_versions
+    ]
+    counts["questions"] = sum(1 for s in sources if s.files)
+    con.execute(
+        f"CREATE OR REPLACE VIEW questions AS {_union_sql('questions', sources, root, ('dataset_version',))}"
+    )
+    latest_ds: dict[str, str] = {}
+    for d, v, _ in ds_versions:
+        latest_ds[d] = v
+    cond = " OR ".join(f"(dataset = {_lit(d)} AND dataset_version = {_lit(v)})" for d, v in latest_ds.items())
+    con.execute(f"CREATE OR REPLACE VIEW latest_questions AS SELECT * FROM questions WHERE {cond or 'false'}")
+
+    runs = complete_runs(root)
+    for table in ("predictions", "metrics", "runs"):
+        sources = [_Source(part_files(layout.run_dir(r, root) / table), "_run", r, {}) for r, _ in runs]
+        counts[table] = sum(1 for s in sources if s.files)
+        body = _union_sql(table, sources, root, ("_run",))
+        con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * EXCLUDE (_run) FROM ({body})")
+    # latest run per (method, dataset, split); ties broken by run_id
+    con.execute(
+        "CREATE OR REPLACE VIEW latest_runs AS SELECT * FROM runs "
+        "QUALIFY row_number() OVER (PARTITION BY method, dataset, split ORDER BY finished_at DESC, run_id DESC) = 1"
+    )
+    for table in ("predictions", "metrics"):
+        con.execute(
+            f"CREATE OR REPLACE VIEW latest_{table} AS SELECT t.* FROM {table} t "
+            "JOIN latest_runs r USING (run_id)"
+        )
+    for sql_file in sorted((SQL_DIR / "reports").glob("*.sql")):
+        con.execute(f"CREATE OR REPLACE VIEW {sql_file.stem} AS {sql_file.read_text()}")
+    return counts
+
+
+def refresh_catalog(root: Path | None = None) -> Path:
+    """Rebuild ``catalog.duckdb`` atomically (temp file + rename).
+
+    Args:
+        root: Data root (default ``LINKEDQA_HOME``).
+
+    Returns:
+        Path of the catalog.
+    """
+    root = root or layout.home()
+    root.mkdir(parents=True, exist_ok=True)
+    final = layout.catalog_path(root)
+    tmp = final.with_name(f"catalog.tmp-{os.getpid()}.duckdb")
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        build_views(con, root)
+    finally:
+        con.close()
+    wal = tmp.with_name(tmp.name + ".wal")
+    wal.unlink(missing_ok=True)
+    os.replace(tmp, final)
+    return final
+
+
+def connect(root: Path | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with all catalog views (no file lock; safe while others write)."""
+    con = duckdb.connect()
+    build_views(con, root)
+    return con
+
+
+def run_sql_file(con: duckdb.DuckDBPyConnection, path: Path, params: dict | None = None):
+    """Execute one ``sql/**.sql`` SELECT and return a DuckDB relation result as Arrow."""
+    sql = path.read_text()
+    if params:
+        return con.execute(sql, params).to_arrow_table()
+    return con.sql(sql).to_arrow_table()

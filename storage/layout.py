@@ -1,0 +1,159 @@
+"""Paths and versions under ``LINKEDQA_HOME`` (DESIGN.md §2).
+
+Inputs: environment (``LINKEDQA_HOME``, ``LINKEDQA_DATA``). Outputs: paths. Nothing here creates directories
+except the explicit ``ensure_dir``; building a path has no side effects.
+
+Layout::
+
+    <home>/kb/<kb_version>/<table>/part-00000-of-00004.parquet   + kb/<kb_version>/manifest.json (last)
+    <home>/kb/<kb_version>/_staging/...                          per-shard intermediates (resumable)
+    <home>/datasets/<name>/<version>/questions/part-*.parquet    + manifest.json
+    <home>/runs/<run_id>/{predictions,metrics,runs}/part-*.parquet + manifest.json (last)
+    <home>/indexes/<kb_version>/<index_name>/                    search indexes, versioned with the KB
+    <home>/models/<model_slug>/                                  converted HF models
+    <home>/cache/llm/                                            persistent LLM response cache
+    <home>/catalog.duckdb                                        views only
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}$")
+
+
+class LayoutError(ValueError):
+    """A name or path that would escape LINKEDQA_HOME, or missing inputs."""
+
+
+def safe_name(name: str, what: str = "name") -> str:
+    """Validate a user-supplied name used as one path component.
+
+    Args:
+        name: Candidate (dataset, run id, KB version...).
+        what: What the name is, for the error message.
+
+    Returns:
+        The name unchanged.
+
+    Raises:
+        LayoutError: If it is empty, contains a path separator or ``..``, or other unsafe characters.
+    """
+    if not isinstance(name, str) or not _SAFE.match(name) or ".." in name:
+        raise LayoutError(
+            f"invalid {what} {name!r}: use letters, digits and . _ = + - (no '/', no '..', max 200 chars)"
+        )
+    return name
+
+
+def home() -> Path:
+    """The data root: ``$LINKEDQA_HOME`` or ``./warehouse`` (absolute)."""
+    return Path(os.environ.get("LINKEDQA_HOME") or "warehouse").resolve()
+
+
+def data_root(required: bool = True) -> Path:
+    """Where raw inputs are read: ``$LINKEDQA_DATA`` or ``../shared/data`` beside the repository.
+
+    Args:
+        required: Raise when the folder does not exist.
+
+    Raises:
+        LayoutError: When required and missing (tests and the demo fail loudly instead of skipping).
+    """
+    env = os.environ.get("LINKEDQA_DATA")
+    root = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+    root = root.resolve()
+    if required and not root.is_dir():
+        raise LayoutError(
+            f"real data folder not found: {root} (set LINKEDQA_DATA to the shared/data directory)"
+        )
+    return root
+
+
+def part_name(i: int, n: int) -> str:
+    """File name of part ``i`` of ``n``: ``part-00003-of-00008.parquet``."""
+    if not (0 <= i < n):
+        raise LayoutError(f"part index {i} out of range for {n} parts")
+    return f"part-{i:05d}-of-{n:05d}.parquet"
+
+
+def kb_root(root: Path | None = None) -> Path:
+    """Folder holding every KB version."""
+    return (root or home()) / "kb"
+
+
+def kb_dir(version: str, root: Path | None = None) -> Path:
+    """Folder of one KB version."""
+    return kb_root(root) / safe_name(version, "kb version")
+
+
+def kb_table_dir(version: str, table: str, root: Path | None = None) -> Path:
+    """Folder of one table in one KB version."""
+    return kb_dir(version, root) / safe_name(table, "table")
+
+
+def staging_dir(version: str, *parts: str, root: Path | None = None) -> Path:
+    """Per-shard intermediate folder of a KB build (never read by the catalog)."""
+    p = kb_dir(version, root) / "_staging"
+    for part in parts:
+        p = p / safe_name(part, "staging part")
+    return p
+
+
+def datasets_root(root: Path | None = None) -> Path:
+    """Folder of all imported datasets."""
+    return (root or home()) / "datasets"
+
+
+def dataset_dir(name: str, version: str, root: Path | None = None) -> Path:
+    """Folder of one version of one dataset's questions."""
+    return datasets_root(root) / safe_name(name, "dataset name") / safe_name(version, "dataset version")
+
+
+def runs_root(root: Path | None = None) -> Path:
+    """Folder of all runs."""
+    return (root or home()) / "runs"
+
+
+def run_dir(run_id: str, root: Path | None = None) -> Path:
+    """Folder of one run."""
+    return runs_root(root) / safe_name(run_id, "run id")
+
+
+def index_dir(kb_version: str, index_name: str, root: Path | None = None) -> Path:
+    """Folder of one search index built for one KB version."""
+    return (root or home()) / "indexes" / safe_name(kb_version, "kb version") / safe_name(index_name, "index")
+
+
+def models_root(root: Path | None = None) -> Path:
+    """Folder of converted models."""
+    return (root or home()) / "models"
+
+
+def cache_dir(kind: str, root: Path | None = None) -> Path:
+    """Folder of a persistent cache (``llm``...)."""
+    return (root or home()) / "cache" / safe_name(kind, "cache")
+
+
+def catalog_path(root: Path | None = None) -> Path:
+    """The DuckDB catalog file."""
+    return (root or home()) / "catalog.duckdb"
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create a folder (and parents) and return it."""
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def inside_home(path: Path, root: Path | None = None) -> bool:
+    """Whether ``path`` resolves inside the data root (the only place linkedqa writes)."""
+    base = (root or home()).resolve()
+    try:
+        path.resolve().relative_to(base)
+        return True
+    except ValueError:
+        return False

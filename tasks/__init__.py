@@ -1,0 +1,1 @@
+"""Thin Prefect task wrappers (modules directly here) and Prefect-free library subpackages."""

@@ -1,0 +1,1 @@
+"""agents: Prefect-free library code (never imports prefect)."""

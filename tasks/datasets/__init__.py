@@ -1,0 +1,1 @@
+"""datasets: Prefect-free library code (never imports prefect)."""

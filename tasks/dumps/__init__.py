@@ -1,0 +1,1 @@
+"""dumps: Prefect-free library code (never imports prefect)."""

@@ -1,0 +1,140 @@
+"""Shared contract of the streaming dump readers.
+
+Inputs: a file path and a ``Shard`` (which byte range or line range of it to read).
+Outputs: an iterator of ``(table, row)`` pairs, where ``table`` is a name from ``storage.schemas`` (``entities``,
+``aliases``, ``labels``, ``claims``, ``properties``, ``articles``, ``redirects``, ``passages``, ``rejects``) and
+``row`` a dict with exactly that table's columns. Readers never hold a whole file in memory.
+
+Bad records become ``rejects`` rows (source_file, offset, line, reason, first 200 bytes); a truncated compressed
+stream or unreadable file raises ``DumpError`` naming the file and offset, so nothing partial is published.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Row = dict[str, Any]
+TableRow = tuple[str, Row]
+
+
+class DumpError(RuntimeError):
+    """Unreadable input (truncated gzip/bz2 stream, I/O error): names the file and the offset reached."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A contiguous slice of one input file.
+
+    For plain (uncompressed) line files it is a byte range ``[start, end)``: the reader skips the partial first
+    line (unless start == 0) and reads the line that crosses ``end``, so shards tile the file exactly.
+    Compressed streams cannot be seeked: they are sharded by line number ``[start, end)`` over the
+    decompressed stream instead (``by_lines=True``); each shard decompresses and skips up to its start.
+
+    Attributes:
+        index: Shard number, 0-based.
+        count: Number of shards of this file.
+        start: First byte (or line) of the shard.
+        end: End byte (or line), exclusive; ``None`` means end of file.
+        by_lines: Whether start/end count lines instead of bytes.
+    """
+
+    index: int = 0
+    count: int = 1
+    start: int = 0
+    end: int | None = None
+    by_lines: bool = False
+
+
+def open_text_stream(path: Path) -> io.BufferedIOBase:
+    """Open plain, .gz, .bz2 or .xz files as a binary stream of the decompressed bytes."""
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if name.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    if name.endswith(".xz"):
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+def is_compressed(path: Path) -> bool:
+    """Whether the file is a compressed stream (sharded by lines, not bytes)."""
+    return path.name.lower().endswith((".gz", ".bz2", ".xz"))
+
+
+def reject(source_file: Path | str, reason: str, raw: bytes | str | None, offset: int | None = None,
+           line: int | None = None, stage: str = "") -> TableRow:
+    """Build a ``rejects`` row (first 200 bytes of the record, decoded leniently)."""
+    if isinstance(raw, bytes):
+        snippet = raw[:200].decode("utf-8", errors="replace")
+    else:
+        snippet = (raw or "")[:200]
+    return (
+        "rejects",
+        {"source_file": str(source_file), "offset": offset, "line": line, "reason": reason,
+         "snippet": snippet, "stage": stage},
+    )
+
+
+def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int, int, bytes]]:
+    """Yield ``(line_number, byte_offset, line_bytes)`` for the lines of one shard.
+
+    Byte offsets are in the decompressed stream. Compressed-stream errors (truncation, CRC) raise
+    ``DumpError`` with the file and the offset reached.
+
+    Args:
+        path: Input file (plain, .gz, .bz2, .xz).
+        shard: Slice to read.
+    """
+    compressed = is_compressed(path)
+    if compressed and not shard.by_lines and (shard.start or shard.end is not None):
+        raise ValueError(f"{path}: compressed files are sharded by lines, not bytes")
+    offset = 0
+    lineno = 0
+    try:
+        with open_text_stream(path) as fh:
+            if not shard.by_lines and shard.start > 0:
+                fh.seek(shard.start - 1)
+                # if the byte before start is a newline, the shard starts on a line boundary
+                prev = fh.read(1)
+                offset = shard.start
+                if prev != b"\n":
+                    skipped = fh.readline()
+                    offset += len(skipped)
+                lineno = -1  # unknown absolute line numbers in byte shards
+            while True:
+                if not shard.by_lines and shard.end is not None and offset >= shard.end:
+                    break
+                line = fh.readline()
+                if not line:
+                    break
+                if shard.by_lines:
+                    if lineno >= shard.start and (shard.end is None or lineno < shard.end):
+                        yield lineno + 1, offset, line
+                    elif shard.end is not None and lineno >= shard.end:
+                        break
+                    lineno += 1
+                else:
+                    yield (lineno + 1 if lineno >= 0 else None), offset, line
+                    if lineno >= 0:
+                        lineno += 1
+                offset += len(line)
+    except (EOFError, OSError, lzma.LZMAError, gzip.BadGzipFile) as exc:
+        raise DumpError(f"{path}: unreadable after byte offset {offset} (decompressed): {exc}") from exc
+
+
+def byte_shards(path: Path, n: int) -> list[Shard]:
+    """Split a plain file into ``n`` byte-range shards (or compressed files into one line-range shard)."""
+    if is_compressed(path) or n <= 1:
+        return [Shard(0, 1, 0, None, by_lines=is_compressed(path))]
+    size = path.stat().st_size
+    step = max(1, size // n)
+    bounds = [i * step for i in range(n)] + [size]
+    return [Shard(i, n, bounds[i], bounds[i + 1] if i < n - 1 else None) for i in range(n)]

@@ -1,0 +1,1 @@
+"""kg: Prefect-free library code (never imports prefect)."""

@@ -1,0 +1,1 @@
+"""llm: Prefect-free library code (never imports prefect)."""

@@ -1,0 +1,1 @@
+"""metrics: Prefect-free library code (never imports prefect)."""

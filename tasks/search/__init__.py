@@ -1,0 +1,1 @@
+"""search: Prefect-free library code (never imports prefect)."""
