@@ -1,0 +1,16 @@
+"""Prefect tasks that persist benchmark questions: thin wrappers over ``tasks.datasets``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+
+from storage.artifacts import ArtifactRef
+from tasks.datasets.store import store_dataset
+
+
+@task(name="load_dataset", task_run_name="load {name}")
+def load_dataset_task(name: str, data_root: str, import_file: str | None = None) -> ArtifactRef:
+    """Load a known dataset (or import a generic JSONL) into ``datasets/<name>/<version>/``."""
+    return store_dataset(name, Path(data_root), Path(import_file) if import_file else None)

@@ -1,0 +1,99 @@
+"""Dataset registry: dataset name -> loader (an explicit dict; no guessing from file names or contents).
+
+Inputs: a dataset name (DESIGN.md §10) and the data root (``LINKEDQA_DATA``).
+Outputs: a ``LoadedDataset`` (questions per split, rejects, source files).
+
+Adding a dataset: write ``load(data_root: Path) -> LoadedDataset`` in a module of this package (use
+``tasks.datasets.base.DatasetBuilder`` and ``question_row``) and add one ``DatasetSpec`` line to ``REGISTRY``.
+User files go through ``import_jsonl`` instead (``linkedqa data import``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage import layout
+from tasks.datasets import lcquad2, qald, simplequestions, webqsp_el
+from tasks.datasets.base import LoadedDataset
+from tasks.datasets.jsonl import import_jsonl
+
+__all__ = ["REGISTRY", "DatasetSpec", "UnknownDataset", "import_jsonl", "known_datasets", "load_dataset"]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One registered dataset.
+
+    Attributes:
+        name: Dataset name used on the command line and in the ``dataset`` column.
+        description: One line for ``linkedqa data list``.
+        loader: ``loader(data_root) -> LoadedDataset``.
+    """
+
+    name: str
+    description: str
+    loader: Callable[[Path], LoadedDataset]
+
+
+REGISTRY: dict[str, DatasetSpec] = {
+    spec.name: spec
+    for spec in (
+        DatasetSpec(webqsp_el.NAME, webqsp_el.DESCRIPTION, webqsp_el.load),
+        DatasetSpec(qald.QALD10, qald.QALD10_DESCRIPTION, qald.load_qald10),
+        DatasetSpec(qald.QALD9P, qald.QALD9P_DESCRIPTION, qald.load_qald9_plus),
+        DatasetSpec(simplequestions.NAME, simplequestions.DESCRIPTION, simplequestions.load),
+        DatasetSpec(lcquad2.NAME, lcquad2.DESCRIPTION, lcquad2.load),
+    )
+}
+
+
+class UnknownDataset(KeyError):
+    """A dataset name that is not registered; the message lists the valid names."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.message = f"unknown dataset {name!r}; known datasets: {', '.join(REGISTRY)}"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def known_datasets() -> dict[str, str]:
+    """Registered dataset names with their one-line descriptions, in registry order."""
+    return {name: spec.description for name, spec in REGISTRY.items()}
+
+
+def get_spec(name: str) -> DatasetSpec:
+    """The registry entry of ``name``.
+
+    Raises:
+        UnknownDataset: When ``name`` is not registered.
+    """
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UnknownDataset(name) from None
+
+
+def load_dataset(name: str, data_root: Path | str | None = None) -> LoadedDataset:
+    """Load a registered benchmark from the raw files.
+
+    Args:
+        name: Dataset name (see ``known_datasets()``).
+        data_root: The shared data folder; defaults to ``storage.layout.data_root()`` (which fails loudly when
+            it does not exist).
+
+    Returns:
+        Questions per split (rows with exactly the ``questions`` columns), rejects, and the input files read.
+
+    Raises:
+        UnknownDataset: When ``name`` is not registered.
+        FileNotFoundError: When a required input file is missing.
+        tasks.datasets.base.DatasetError: When an input file cannot be parsed as a whole.
+    """
+    spec = get_spec(name)
+    root = Path(data_root) if data_root is not None else layout.data_root()
+    return spec.loader(root)

@@ -1,0 +1,72 @@
+"""Persist a loaded dataset as versioned Parquet (``datasets/<name>/<version>/questions/``).
+
+Inputs: a dataset name known to ``tasks.datasets.registry`` (or a generic JSONL file). Outputs: one questions
+part per split folder... (one part file for all splits), a rejects part, and ``manifest.json`` (last) with
+counts per split and the input fingerprints. The version is the hash of the inputs and the loader format, so
+re-loading unchanged files is a no-op.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storage import layout
+from storage.artifacts import ArtifactRef
+from storage.catalog import complete_dataset_versions
+from storage.manifest import config_hash, file_fingerprint, read_manifest, write_manifest
+from storage.parquet_io import write_table
+from storage.schemas import QUESTIONS, fingerprint
+
+LOADER_FORMAT = 1
+
+
+def dataset_version(name: str, sources: list[Path]) -> str:
+    """Content-addressed version of a dataset's inputs."""
+    fps = [{k: v for k, v in file_fingerprint(p).items() if k != "path"} | {"name": p.name} for p in sources]
+    return f"v{LOADER_FORMAT}-{config_hash({'name': name, 'inputs': fps})}"
+
+
+def store_dataset(name: str, data_root: Path, import_file: Path | None = None,
+                  root: Path | None = None) -> ArtifactRef:
+    """Load and persist a dataset unless the same version is already stored.
+
+    Args:
+        name: Dataset name (registry name, or the ``--name`` of an import).
+        data_root: ``LINKEDQA_DATA``.
+        import_file: Generic JSONL to import instead of a registry loader.
+        root: Data root.
+
+    Returns:
+        Reference to the stored questions.
+    """
+    from tasks.datasets.registry import import_jsonl, load_dataset
+
+    layout.safe_name(name, "dataset name")
+    loaded = import_jsonl(import_file, name) if import_file else load_dataset(name, data_root)
+    version = dataset_version(name, list(loaded.sources))
+    folder = layout.dataset_dir(name, version, root)
+    m = read_manifest(folder)
+    if m is None:
+        rows = [r for split in sorted(loaded.questions) for r in loaded.questions[split]]
+        write_table(rows, "questions", folder / "questions" / layout.part_name(0, 1))
+        write_table(list(loaded.rejects), "rejects", folder / "rejects" / layout.part_name(0, 1))
+        m = {
+            "kind": "dataset",
+            "dataset": name,
+            "dataset_version": version,
+            "splits": {s: len(v) for s, v in sorted(loaded.questions.items())},
+            "n_rejects": len(loaded.rejects),
+            "inputs": [str(p) for p in loaded.sources],
+            "schema": fingerprint(QUESTIONS),
+        }
+        write_manifest(folder, m)
+    return ArtifactRef(table="questions", version=version, row_count=sum(m["splits"].values()),
+                       paths=[str(folder / "questions" / layout.part_name(0, 1))],
+                       schema_fingerprint=fingerprint(QUESTIONS),
+                       extra={"dataset": name, "splits": m["splits"], "n_rejects": m["n_rejects"]})
+
+
+def latest_dataset_folder(name: str, root: Path | None = None) -> Path | None:
+    """Folder of the newest stored version of a dataset, or None."""
+    found = [v for d, v, _ in complete_dataset_versions(root) if d == name]
+    return layout.dataset_dir(name, found[-1], root) if found else None
