@@ -27,7 +27,8 @@ from storage.schemas import KB_TABLES, SCHEMAS
 SQL_DIR = layout.REPO_ROOT / "sql"
 
 
-def _lit(path: Path | str) -> str:
+def sql_literal(path: Path | str) -> str:
+    """Quote a path or string as a SQL string literal (for the view definitions only)."""
     return "'" + str(path).replace("'", "''") + "'"
 
 
@@ -97,14 +98,38 @@ def _union_sql(table: str, sources: list[_Source], root: Path, tag_cols: tuple[s
     for s in sources:
         if not s.files:
             continue
-        files = "[" + ", ".join(_lit(f) for f in s.files) + "]"
+        files = "[" + ", ".join(sql_literal(f) for f in s.files) + "]"
         tags = {s.tag_col: s.tag, **s.extra}
-        sel = ", ".join(f"{_lit(tags[c])} AS {c}" if c in tags else f"NULL::VARCHAR AS {c}" for c in tag_cols)
+        sel = ", ".join(f"{sql_literal(tags[c])} AS {c}" if c in tags else f"NULL::VARCHAR AS {c}" for c in tag_cols)
         parts.append(f"SELECT *, {sel} FROM read_parquet({files}, union_by_name=true)")
     if not parts:
         sel = ", ".join(f"NULL::VARCHAR AS {c}" for c in tag_cols)
-        parts.append(f"SELECT *, {sel} FROM read_parquet({_lit(_empty_file(table, root))})")
+        parts.append(f"SELECT *, {sel} FROM read_parquet({sql_literal(_empty_file(table, root))})")
     return "\nUNION ALL BY NAME\n".join(parts)
+
+
+def register_parquet_view(con: duckdb.DuckDBPyConnection, view: str, files: list[tuple[Path, dict]],
+                          empty_table: str, root: Path, empty_tags: dict | None = None) -> None:
+    """Create ``view`` as the union (by name) of Parquet files, each with constant tag columns.
+
+    Args:
+        con: Connection.
+        view: View name.
+        files: ``(path, {column: constant})`` pairs; constants are ints or strings.
+        empty_table: Declared table whose empty file stands in when ``files`` is empty.
+        root: Data root (for the empty-file stand-in).
+        empty_tags: Tag columns (with placeholder constants) for the empty stand-in.
+    """
+
+    def select(f: Path, tags: dict) -> str:
+        cols = "".join(f", {int(v) if isinstance(v, int) else sql_literal(v)} AS {k}" for k, v in tags.items())
+        return f"SELECT *{cols} FROM read_parquet({sql_literal(f)})"
+
+    if files:
+        body = "\nUNION ALL BY NAME\n".join(select(f, tags) for f, tags in files)
+    else:
+        body = select(_empty_file(empty_table, root), empty_tags or {})
+    con.execute(f"CREATE OR REPLACE VIEW {view} AS {body}")
 
 
 def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dict[str, int]:
@@ -128,7 +153,7 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
         counts[table] = sum(1 for s in sources if s.files)
         con.execute(f"CREATE OR REPLACE VIEW {table} AS {_union_sql(table, sources, root, ('kb_version',))}")
         con.execute(
-            f"CREATE OR REPLACE VIEW latest_{table} AS SELECT * FROM {table} WHERE kb_version = {_lit(latest_kb)}"
+            f"CREATE OR REPLACE VIEW latest_{table} AS SELECT * FROM {table} WHERE kb_version = {sql_literal(latest_kb)}"
         )
 
     ds_versions = complete_dataset_versions(root)
@@ -143,7 +168,7 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
     latest_ds: dict[str, str] = {}
     for d, v, _ in ds_versions:
         latest_ds[d] = v
-    cond = " OR ".join(f"(dataset = {_lit(d)} AND dataset_version = {_lit(v)})" for d, v in latest_ds.items())
+    cond = " OR ".join(f"(dataset = {sql_literal(d)} AND dataset_version = {sql_literal(v)})" for d, v in latest_ds.items())
     con.execute(f"CREATE OR REPLACE VIEW latest_questions AS SELECT * FROM questions WHERE {cond or 'false'}")
 
     runs = complete_runs(root)

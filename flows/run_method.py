@@ -1,0 +1,41 @@
+"""Flow ``run_method``: plan -> one task per shard (device-limited) -> metrics -> manifest -> artifact."""
+
+from __future__ import annotations
+
+import time
+
+from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from storage import layout
+from storage.manifest import now_iso
+from tasks.run_tasks import finalize_run_task, plan_run_task, publish_run_artifact, run_shard_task
+from tasks.runs.config import RunConfig, run_is_complete
+
+
+@flow(name="run_method", task_runner=ThreadPoolTaskRunner(max_workers=1))
+def run_method(cfg: RunConfig) -> str:
+    """Run a method over a dataset split; resumes an unfinished run and is a no-op for a finished one.
+
+    Shards run one at a time in this process (one engine per process; scale-out runs shards in several
+    worker processes, see README "Scaling").
+
+    Args:
+        cfg: Run configuration.
+
+    Returns:
+        The run id.
+    """
+    root, data = str(layout.home()), str(layout.data_root())
+    plan = plan_run_task(cfg, root, data)
+    if run_is_complete(plan.run_id):
+        print(f"run {plan.run_id} already complete: nothing to do")
+        return plan.run_id
+    started, t0 = now_iso(), time.perf_counter()
+    print(f"run {plan.run_id}: {len(plan.question_ids)} questions in {plan.n_shards} shard(s)")
+    futures = [run_shard_task.submit(plan, i, root, data) for i in range(plan.n_shards)]
+    records = [f.result() for f in futures]
+    print(f"{sum(1 for r in records if r.get('skipped'))} shard(s) reused from an earlier attempt")
+    ref = finalize_run_task(plan, started, time.perf_counter() - t0, root)
+    publish_run_artifact(plan, ref)
+    return plan.run_id

@@ -1,0 +1,39 @@
+-- One row per qid: each field from the richest source that has it; aliases and instance_of from the
+-- merged aliases and claims tables; source = the richest source that contributed to the row.
+WITH merged AS (
+    SELECT
+        qid,
+        arg_min(label, prio) FILTER (WHERE label IS NOT NULL AND label <> '') AS label,
+        arg_min(description, prio) FILTER (WHERE description IS NOT NULL AND description <> '') AS description,
+        arg_min(replace(enwiki_title, '_', ' '), prio) FILTER (WHERE enwiki_title IS NOT NULL AND enwiki_title <> '')
+            AS enwiki_title,
+        max(sitelinks) AS sitelinks,
+        arg_min(source, prio) AS source
+    FROM stg_entities
+    WHERE qid LIKE 'Q%'
+    GROUP BY qid
+),
+al AS (
+    SELECT qid, list(alias ORDER BY alias) AS aliases
+    FROM kb_aliases
+    WHERE lang = 'en'
+    GROUP BY qid
+),
+p31 AS (
+    SELECT subject AS qid, list(DISTINCT object_qid ORDER BY object_qid) AS instance_of
+    FROM kb_claims
+    WHERE property = 'P31' AND object_qid IS NOT NULL
+    GROUP BY subject
+)
+SELECT
+    m.qid,
+    m.label,
+    m.description,
+    coalesce(al.aliases, []::VARCHAR[]) AS aliases,
+    m.enwiki_title,
+    m.sitelinks,
+    coalesce(p31.instance_of, []::VARCHAR[]) AS instance_of,
+    m.source
+FROM merged AS m
+LEFT JOIN al USING (qid)
+LEFT JOIN p31 USING (qid)

@@ -1,0 +1,1 @@
+SELECT DISTINCT title, target FROM stg_redirects

@@ -1,0 +1,1 @@
+SELECT source_file, "offset", line, reason, snippet, stage FROM stg_rejects

@@ -1,0 +1,84 @@
+"""Method contract: what the run flow needs from a method (settings, resources, agent, metrics).
+
+A method is a small class registered in ``tasks.agents.registry.METHODS``. The run machinery (``tasks.runs``)
+owns sharding, the backend, caching, persistence and metrics; a method only says:
+
+* ``Settings``: a frozen pydantic model of its ``--set key=value`` options (unknown keys are rejected with
+  the list of valid keys);
+* ``build_tools(ctx)``: the batched tools its agent may call (search indexes are built/opened here);
+* ``agent``: the step-machine generator (see ``tasks.agents.runtime``);
+* ``metric_family``: which metrics ``tasks.metrics`` computes from its stored predictions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tasks.agents.runtime import AgentFn, Tool
+
+
+class UnknownSetting(ValueError):
+    """A ``--set`` key the method does not know, or a value of the wrong type."""
+
+
+class MethodSettings(BaseModel):
+    """Base of every method's settings (frozen, unknown keys forbidden)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass
+class MethodContext:
+    """What a method may use to build its tools: the KB version and the data root."""
+
+    kb_version: str | None
+    root: Path
+    run_dir: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Method:
+    """Base class of a registered method."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    Settings: ClassVar[type[MethodSettings]] = MethodSettings
+    needs_llm: ClassVar[bool] = True
+    needs_kb: ClassVar[bool] = True
+    metric_family: ClassVar[str] = "linking"
+
+    def __init__(self, settings: MethodSettings):
+        self.settings = settings
+
+    @classmethod
+    def parse_settings(cls, raw: dict[str, str]) -> MethodSettings:
+        """Validate ``--set`` pairs against the method's settings model.
+
+        Raises:
+            UnknownSetting: Listing the valid keys and their defaults.
+        """
+        valid = cls.Settings.model_fields
+        unknown = sorted(set(raw) - set(valid))
+        listing = ", ".join(f"{k} (default {f.default!r})" for k, f in valid.items())
+        if unknown:
+            raise UnknownSetting(f"unknown --set key(s) {unknown} for method {cls.name!r}; valid keys: {listing}")
+        try:
+            return cls.Settings(**raw)
+        except ValidationError as exc:
+            msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise UnknownSetting(f"invalid --set value for {cls.name!r}: {msgs}") from None
+
+    def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
+        """Open or build the batched tools the agent uses."""
+        return {}
+
+    def agent(self, ctx: MethodContext) -> AgentFn:
+        """The step-machine generator function (called after ``build_tools``)."""
+        raise NotImplementedError
+
+    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext, shard: int) -> None:
+        """Optional per-shard side outputs (e.g. SFT exports) written under the run folder."""

@@ -1,0 +1,221 @@
+"""ELA: the entity-linking agent (Luo et al.; ../shared/papers/ela-entity-linking-agent.md, Figure 2).
+
+Workflow per question: ``<link>q</link>`` -> the LLM emits ``<search> Search(m1) Search(m2) </search>`` ->
+ONE batched BM25 search for every mention of every active question -> candidates shown as
+``[i] title: description`` (top-K=50 per mention, global indexes across mentions) -> the LLM answers
+``<think>...</think> <answer>[i][j]</answer>``; an empty answer is allowed. Sampling T=0.7, top_p=0.8,
+repetition penalty 1.05 (paper, Implementation Details). Sources: ``wikidata`` (labels+aliases BM25,
+description = Wikidata description) and ``wikipedia`` (article-title BM25, description = lead paragraph).
+
+Inputs: question rows. Outputs: ``predicted_entities`` (QIDs), the trajectory, and optionally SFT records
+(self-play export: trajectories whose predicted set equals gold).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from storage.manifest import write_json_atomic
+from tasks.agents.base import Method, MethodContext, MethodSettings
+from tasks.agents.runtime import AgentError, ItemContext, LLMCall, ToolCall
+from tasks.llm.types import ChatRequest, SamplingConfig
+
+PROMPTS = Path(__file__).parent / "prompts"
+SOURCE_NAMES = {"wikidata": "Wikidata", "wikipedia": "Wikipedia"}
+MAX_MENTIONS = 6
+DESC_CHARS = 120
+
+_SEARCH_BLOCK = re.compile(r"<search>(.*?)(?:</search>|$)", re.S | re.I)
+_SEARCH_CALL = re.compile(r"Search\(((?:[^()\n]|\([^()\n]*\))*)\)", re.I)
+_ANSWER_BLOCK = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S | re.I)
+_THINK_BLOCK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S | re.I)
+_INDEX = re.compile(r"\[\s*(\d+)\s*\]")
+
+
+class ElaSettings(MethodSettings):
+    """``--set`` options of ``ela``."""
+
+    source: Literal["wikidata", "wikipedia"] = "wikidata"
+    k: int = 50
+    temperature: float = 0.7
+    top_p: float = 0.8
+    repetition_penalty: float = 1.05
+    max_tokens_search: int = 96
+    max_tokens_answer: int = 384
+    seed: int = 0
+    fewshot: bool = True
+    export_sft: bool = False
+
+
+def load_prompt(source: str, fewshot: bool = True) -> list[dict[str, str]]:
+    """System prompt (paper Figure 2) plus the few-shot turns."""
+    system = (PROMPTS / "ela_system.txt").read_text().replace("{source_name}", SOURCE_NAMES[source])
+    msgs = [{"role": "system", "content": system}]
+    if fewshot:
+        msgs += json.loads((PROMPTS / "ela_fewshot.json").read_text())
+    return msgs
+
+
+def parse_search(text: str) -> list[str] | None:
+    """Mentions from ``<search> Search(x) Search(y) </search>``.
+
+    Lenient where the intent is clear: a missing closing tag, brackets or quotes around the mention
+    (``Search([Paris])``), duplicates. Returns ``[]`` for an explicit empty ``<search></search>`` and
+    ``None`` when the output contains neither a search block nor a ``Search(...)`` call.
+    """
+    block = _SEARCH_BLOCK.search(text)
+    scope = block.group(1) if block else text
+    calls = _SEARCH_CALL.findall(scope)
+    if not calls and block is None:
+        return None
+    mentions: list[str] = []
+    for raw in calls:
+        m = raw.strip().strip("[]\"'` ").strip()
+        if m and m.lower() not in (x.lower() for x in mentions):
+            mentions.append(m)
+    return mentions[:MAX_MENTIONS]
+
+
+def parse_answer(text: str) -> list[int] | None:
+    """Candidate indexes from ``<answer>[i][j]</answer>``; ``[]`` for an empty answer, None if absent."""
+    block = _ANSWER_BLOCK.search(text)
+    if block is None:
+        return None
+    out: list[int] = []
+    for m in _INDEX.findall(block.group(1)):
+        i = int(m)
+        if i not in out:
+            out.append(i)
+    return out
+
+
+def parse_think(text: str) -> str:
+    """The ``<think>`` rationale, or an empty string."""
+    m = _THINK_BLOCK.search(text)
+    return m.group(1).strip() if m else ""
+
+
+def format_candidates(mentions: list[str], results: list[list[dict]]) -> tuple[str, list[dict]]:
+    """Render candidate lists with global indexes; returns the text and the flat candidate list."""
+    lines: list[str] = []
+    flat: list[dict] = []
+    for mention, cands in zip(mentions, results, strict=True):
+        lines.append(f"Search({mention}):")
+        if not cands:
+            lines.append("(no results)")
+        for c in cands:
+            desc = (c.get("description") or "").replace("\n", " ").strip()
+            if len(desc) > DESC_CHARS:
+                desc = desc[:DESC_CHARS].rsplit(" ", 1)[0] + "..."
+            lines.append(f"[{len(flat)}] {c.get('title') or c.get('qid')}: {desc or 'no description'}")
+            flat.append(c)
+    return "\n".join(lines), flat
+
+
+def ela_agent(settings: ElaSettings):
+    """Build the ELA step machine for given settings."""
+    base = load_prompt(settings.source, settings.fewshot)
+    s_search = SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
+                              repetition_penalty=settings.repetition_penalty,
+                              max_tokens=settings.max_tokens_search, stop=("</search>",), seed=settings.seed)
+    s_answer = SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
+                              repetition_penalty=settings.repetition_penalty,
+                              max_tokens=settings.max_tokens_answer, stop=("</answer>",), seed=settings.seed)
+
+    def agent(item: dict, ctx: ItemContext):
+        msgs = base + [{"role": "user", "content": f"<link>{item['question']}</link>"}]
+        first = yield LLMCall(ChatRequest(messages=msgs, sampling=s_search))
+        if first.error:
+            raise AgentError(f"LLM error at search step: {first.error}")
+        mentions = parse_search(first.text)
+        ctx.log({"step": "search", "parsed": mentions})
+        if mentions is None:
+            raise AgentError("no <search> block or Search() call in output")
+        if not mentions:
+            return {"predicted_entities": [], "answer": "", "answers": []}
+        results = yield ToolCall("entity_search", {"queries": mentions, "k": settings.k})
+        listing, flat = format_candidates(mentions, results)
+        msgs2 = msgs + [{"role": "assistant", "content": _close(first.text, "</search>")},
+                        {"role": "user", "content": listing}]
+        second = yield LLMCall(ChatRequest(messages=msgs2, sampling=s_answer))
+        if second.error:
+            raise AgentError(f"LLM error at answer step: {second.error}")
+        idx = parse_answer(second.text)
+        if idx is None:
+            # lenient: a bare "[i][j]" with no tags still states the intent
+            bare = second.text.strip()
+            if not re.fullmatch(r"(\s*\[\s*\d+\s*\]\s*)+", bare):
+                raise AgentError("no <answer> in output")
+            idx = [int(x) for x in _INDEX.findall(bare)]
+        valid = [i for i in idx if 0 <= i < len(flat)]
+        if len(valid) < len(idx):
+            ctx.log({"step": "answer", "out_of_range": [i for i in idx if i not in valid]})
+        qids: list[str] = []
+        for i in valid:
+            q = flat[i].get("qid")
+            if q and q not in qids:
+                qids.append(q)
+        ctx.log({"step": "answer", "parsed": valid, "qids": qids})
+        sft = msgs2 + [{"role": "assistant", "content": _close(second.text, "</answer>")}]
+        return {
+            "predicted_entities": qids,
+            "answer": "",
+            "answers": [flat[i].get("title") or "" for i in valid],
+            "_sft": {"messages": sft, "cot": parse_think(second.text), "mentions": mentions},
+        }
+
+    return agent
+
+
+def _close(text: str, tag: str) -> str:
+    """Re-append a stop sequence vLLM stripped, so the conversation history stays well-formed."""
+    t = text.rstrip()
+    return t if t.endswith(tag) else f"{t} {tag}"
+
+
+class ElaMethod(Method):
+    """The ELA method (``linkedqa run ela``)."""
+
+    name = "ela"
+    description = "ELA entity-linking agent: Search() -> top-K candidates -> <think> -> <answer>[i][j]"
+    Settings = ElaSettings
+    metric_family = "linking"
+
+    def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
+        """Entity search over the KB: labels+aliases (wikidata) or article titles (wikipedia)."""
+        from tasks.search.kb_indexes import search_tool
+
+        return {"entity_search": search_tool(ctx.kb_version, ctx.root, self.settings.source)}
+
+    def agent(self, ctx: MethodContext):
+        """The ELA step machine."""
+        return ela_agent(self.settings)
+
+    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext, shard: int) -> None:
+        """Self-play export: keep trajectories whose predicted set equals the gold set (paper §Implementation)."""
+        if not self.settings.export_sft or ctx.run_dir is None:
+            return
+        gold = {q["question_id"]: set(q.get("gold_entities") or []) for q in questions}
+        texts = questions_by_id(questions)
+        kept = []
+        for o in outputs:
+            sft = o.get("_sft")
+            if sft and not o.get("error") and set(o.get("predicted_entities") or []) == gold.get(o["question_id"]):
+                kept.append({"question_id": o["question_id"], "query": texts[o["question_id"]],
+                             "cot": sft["cot"], "answer": o["predicted_entities"], "messages": sft["messages"]})
+        path = ctx.run_dir / "sft" / f"part-{shard:05d}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for rec in kept:
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        tmp.replace(path)
+        write_json_atomic(path.with_suffix(".json"), {"kept": len(kept), "total": len(outputs)})
+
+
+def questions_by_id(questions: list[dict]) -> dict[str, str]:
+    """Map question_id -> question text."""
+    return {q["question_id"]: q["question"] for q in questions}

@@ -1,0 +1,31 @@
+"""Explicit method registry (``linkedqa run METHOD``): name -> Method class."""
+
+from __future__ import annotations
+
+from tasks.agents.base import Method
+from tasks.agents.ela import ElaMethod
+from tasks.agents.search_recall import SearchRecallMethod
+
+METHODS: dict[str, type[Method]] = {
+    ElaMethod.name: ElaMethod,
+    SearchRecallMethod.name: SearchRecallMethod,
+}
+
+
+class UnknownMethod(KeyError):
+    """A method name not in the registry."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def get_method(name: str) -> type[Method]:
+    """Method class by name.
+
+    Raises:
+        UnknownMethod: Listing the valid methods.
+    """
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise UnknownMethod(f"unknown method {name!r}; valid methods: {', '.join(sorted(METHODS))}") from None

@@ -1,0 +1,270 @@
+"""Batching runtime: runs many agent step machines in lockstep (DESIGN.md §5).
+
+An agent is a generator function ``agent(item, ctx)`` that *yields* what it needs and receives the result:
+
+* ``yield LLMCall(request)`` -> receives a ``Completion``;
+* ``yield [LLMCall(r1), LLMCall(r2), ...]`` -> receives a list of ``Completion`` (parallel sub-agents);
+* ``yield ToolCall(tool, payload)`` -> receives that tool's result for the payload;
+* ``return {...}`` -> the item's result (keys of the predictions table: predicted_entities, answer, answers).
+
+Agents never touch a backend, a file or an index. At every step the runtime collects the pending actions of
+all active items, sends every LLM request of the step in ONE ``backend.generate`` call (vLLM continuous
+batching, shared prefixes hit the prefix cache), calls each tool ONCE with all payloads of the step
+(``tool(payloads) -> results``), resumes the generators, and drops finished items. It records a trajectory
+per item (prompt hash, raw output, tool payload and result, plus whatever the agent logs with
+``ctx.log``), token counts, call counts and latency. An exception inside one agent, or an LLM error the
+agent does not handle, becomes that item's ``error``; the other items continue.
+
+Example:
+    >>> def echo(item, ctx):  # doctest: +SKIP
+    ...     c = yield LLMCall(ChatRequest(messages=[{"role": "user", "content": item["question"]}]))
+    ...     return {"answer": c.text}
+    >>> run_agents(echo, items, backend, tools={})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tasks.llm.types import ChatRequest, Completion, LLMBackend
+
+MAX_TOOL_RESULT_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class LLMCall:
+    """Ask the backend for one completion."""
+
+    request: ChatRequest
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """Ask a tool for one result; the runtime batches payloads of all items per tool."""
+
+    tool: str
+    payload: Any
+
+
+class AgentError(RuntimeError):
+    """An item-level failure (unparseable output, LLM error...). Recorded as the item's error."""
+
+
+@dataclass
+class ItemContext:
+    """Per-item bookkeeping the agent can write to (``log``) and the runtime fills (counters)."""
+
+    item_id: str
+    trajectory: list[dict] = field(default_factory=list)
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cached_calls: int = 0
+
+    def log(self, entry: dict) -> None:
+        """Append an agent-side record (e.g. the parsed action) to the trajectory."""
+        self.trajectory.append({"kind": "note", **entry})
+
+
+@dataclass
+class RuntimeStats:
+    """Aggregate counters of one ``run_agents`` call."""
+
+    steps: int = 0
+    llm_batches: int = 0
+    llm_requests: int = 0
+    llm_seconds: float = 0.0
+    tool_calls: int = 0
+    tool_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+    @property
+    def non_llm_seconds(self) -> float:
+        """Wall time not spent inside backend.generate."""
+        return max(0.0, self.wall_seconds - self.llm_seconds)
+
+
+AgentFn = Callable[[dict, ItemContext], Generator[Any, Any, dict]]
+Tool = Callable[[list[Any]], list[Any]]
+
+
+def _truncate(obj: Any) -> Any:
+    text = json.dumps(obj, ensure_ascii=False, default=_default)
+    if len(text) <= MAX_TOOL_RESULT_CHARS:
+        return json.loads(text)
+    return text[:MAX_TOOL_RESULT_CHARS] + "...(truncated)"
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "model_dump"):
+        return o.model_dump()
+    if hasattr(o, "__dataclass_fields__"):
+        return {k: getattr(o, k) for k in o.__dataclass_fields__}
+    return str(o)
+
+
+def run_agents(
+    agent: AgentFn,
+    items: Sequence[dict],
+    backend: LLMBackend | None,
+    tools: dict[str, Tool],
+    id_key: str = "question_id",
+    max_steps: int = 50,
+    on_step: Callable[[int, int], None] | None = None,
+) -> tuple[list[dict], RuntimeStats]:
+    """Run ``agent`` over all ``items`` with batched LLM and tool calls.
+
+    Args:
+        agent: Generator function ``agent(item, ctx)``.
+        items: Input rows (e.g. questions).
+        backend: LLM backend (may be None for agents that only use tools).
+        tools: Name -> batched tool function.
+        id_key: Field of an item holding its id.
+        max_steps: Safety bound on steps per item (an item still active after it gets an error).
+        on_step: Callback ``(step, n_active)`` for progress output.
+
+    Returns:
+        One output per item, in input order: the agent's result dict plus ``question_id``, ``trajectory``
+        (JSON text), ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``latency_s``, ``error``; and stats.
+    """
+    t_start = time.perf_counter()
+    stats = RuntimeStats()
+    n = len(items)
+    ctxs = [ItemContext(str(it[id_key])) for it in items]
+    results: list[dict | None] = [None] * n
+    errors: list[str | None] = [None] * n
+    gens: dict[int, Generator] = {}
+    pending: dict[int, Any] = {}
+
+    def advance(i: int, value: Any, first: bool = False) -> None:
+        try:
+            action = next(gens[i]) if first else gens[i].send(value)
+            pending[i] = action
+        except StopIteration as stop:
+            results[i] = stop.value or {}
+            gens.pop(i, None)
+            pending.pop(i, None)
+        except Exception as exc:  # noqa: BLE001 - any agent failure is an item error, never a run failure
+            errors[i] = f"{type(exc).__name__}: {exc}"
+            ctxs[i].trajectory.append({"kind": "error", "error": errors[i]})
+            gens.pop(i, None)
+            pending.pop(i, None)
+
+    for i, it in enumerate(items):
+        gens[i] = agent(it, ctxs[i])
+        advance(i, None, first=True)
+
+    step = 0
+    while pending:
+        step += 1
+        stats.steps = step
+        if on_step is not None:
+            on_step(step, len(pending))
+        if step > max_steps:
+            for i in list(pending):
+                errors[i] = f"step limit {max_steps} exceeded"
+                gens[i].close()
+                gens.pop(i, None)
+                pending.pop(i, None)
+            break
+        # --- collect LLM requests of this step (flattening list actions) ---
+        llm_slots: list[tuple[int, int | None]] = []
+        requests: list[ChatRequest] = []
+        tool_groups: dict[str, list[tuple[int, Any]]] = {}
+        for i, action in pending.items():
+            if isinstance(action, LLMCall):
+                llm_slots.append((i, None))
+                requests.append(action.request)
+            elif isinstance(action, list) and all(isinstance(a, LLMCall) for a in action):
+                for j, a in enumerate(action):
+                    llm_slots.append((i, j))
+                    requests.append(a.request)
+            elif isinstance(action, ToolCall):
+                tool_groups.setdefault(action.tool, []).append((i, action.payload))
+            else:
+                errors[i] = f"AgentError: agent yielded an unsupported action {type(action).__name__}"
+                gens[i].close()
+                gens.pop(i, None)
+        for i in [i for i in pending if i not in gens]:
+            pending.pop(i, None)
+
+        replies: dict[int, Any] = {}
+        if requests:
+            if backend is None:
+                raise RuntimeError("agent asked for an LLM call but the method runs without a backend")
+            t0 = time.perf_counter()
+            try:
+                completions = backend.generate(requests)
+            except Exception as exc:  # noqa: BLE001 - a crashing backend fails the items, not the run
+                msg = f"backend error: {type(exc).__name__}: {exc}"
+                completions = [Completion(error=msg) for _ in requests]
+            dt = time.perf_counter() - t0
+            stats.llm_seconds += dt
+            stats.llm_batches += 1
+            stats.llm_requests += len(requests)
+            if len(completions) != len(requests):
+                raise RuntimeError(f"backend returned {len(completions)} completions for {len(requests)} requests")
+            multi: dict[int, list[Completion]] = {}
+            for (i, j), req, comp in zip(llm_slots, requests, completions, strict=True):
+                c = ctxs[i]
+                c.llm_calls += 1
+                c.prompt_tokens += comp.prompt_tokens
+                c.completion_tokens += comp.completion_tokens
+                c.latency_s += comp.latency_s
+                c.cached_calls += int(comp.cached)
+                c.trajectory.append(
+                    {"kind": "llm", "step": step, "prompt_hash": req.prompt_hash(), "raw_output": comp.text,
+                     "prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens,
+                     "cached": comp.cached, **({"error": comp.error} if comp.error else {})}
+                )
+                if j is None:
+                    replies[i] = comp
+                else:
+                    multi.setdefault(i, []).append(comp)
+            replies.update(multi)
+        for tool_name, calls in tool_groups.items():
+            fn = tools.get(tool_name)
+            t0 = time.perf_counter()
+            if fn is None:
+                for i, _ in calls:
+                    errors[i] = f"AgentError: unknown tool {tool_name!r}"
+                    gens[i].close()
+                    gens.pop(i, None)
+                    pending.pop(i, None)
+                continue
+            outs = fn([p for _, p in calls])
+            stats.tool_seconds += time.perf_counter() - t0
+            stats.tool_calls += 1
+            for (i, payload), out in zip(calls, outs, strict=True):
+                ctxs[i].trajectory.append(
+                    {"kind": "tool", "step": step, "tool": tool_name, "payload": _truncate(payload),
+                     "result": _truncate(out)}
+                )
+                replies[i] = out
+        for i, value in replies.items():
+            if i in gens:
+                advance(i, value)
+
+    stats.wall_seconds = time.perf_counter() - t_start
+    out: list[dict] = []
+    for i, it in enumerate(items):
+        c = ctxs[i]
+        res = dict(results[i] or {})
+        res.update(
+            {
+                id_key: str(it[id_key]),
+                "trajectory": json.dumps(c.trajectory, ensure_ascii=False, default=_default),
+                "llm_calls": c.llm_calls,
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+                "latency_s": round(c.latency_s, 4),
+                "error": errors[i] or res.get("error"),
+            }
+        )
+        out.append(res)
+    return out, stats

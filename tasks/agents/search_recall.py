@@ -1,0 +1,65 @@
+"""``search-recall``: gold mention -> entity search -> is the gold entity in the top k? (no LLM).
+
+Measures the candidate generator the agents depend on. Each gold mention ``{text, qid}`` is searched (all
+mentions of all questions in ONE batched call); the prediction stores, per mention, the ranked candidate
+QIDs as ``answers`` entries ``"<mention index>:<QID>"`` in rank order, so ``recall@k`` can be recomputed from
+stored predictions. ``scores['gold_in_kb']`` records whether every gold QID exists in the KB (coverage).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pyarrow.compute as pc
+
+from storage import layout
+from storage.parquet_io import read_table
+from tasks.agents.base import Method, MethodContext, MethodSettings
+from tasks.agents.runtime import ItemContext, ToolCall
+
+
+class SearchRecallSettings(MethodSettings):
+    """``--set`` options of ``search-recall``."""
+
+    source: Literal["wikidata", "wikipedia"] = "wikidata"
+    k: int = 50
+
+
+def search_recall_agent(settings: SearchRecallSettings, kb_qids: set[str]):
+    """Step machine: one batched search for the gold mentions of the question."""
+
+    def agent(item: dict, ctx: ItemContext):
+        mentions = [m for m in (item.get("gold_mentions") or []) if m.get("text")]
+        gold = [m["qid"] for m in mentions if m.get("qid")]
+        covered = float(bool(gold) and all(q in kb_qids for q in gold))
+        if not mentions:
+            ctx.log({"note": "no gold mentions"})
+            return {"predicted_entities": [], "answers": [], "scores": {"gold_in_kb": covered}}
+        results = yield ToolCall("entity_search", {"queries": [m["text"] for m in mentions], "k": settings.k})
+        answers = [f"{j}:{c['qid']}" for j, cands in enumerate(results) for c in cands if c.get("qid")]
+        top1 = [cands[0]["qid"] for cands in results if cands and cands[0].get("qid")]
+        return {"predicted_entities": top1, "answers": answers, "scores": {"gold_in_kb": covered}}
+
+    return agent
+
+
+class SearchRecallMethod(Method):
+    """``linkedqa run search-recall``."""
+
+    name = "search-recall"
+    description = "gold mention -> BM25 entity search -> recall@1/10/50 (all questions, and KB-covered ones)"
+    Settings = SearchRecallSettings
+    needs_llm = False
+    metric_family = "search"
+
+    def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
+        """Entity search tool and the KB's QID set (for coverage)."""
+        from tasks.search.kb_indexes import search_tool
+
+        ents = read_table(layout.kb_table_dir(ctx.kb_version, "entities", ctx.root), "entities", ["qid"])
+        ctx.extra["kb_qids"] = set(pc.unique(ents["qid"]).to_pylist())
+        return {"entity_search": search_tool(ctx.kb_version, ctx.root, self.settings.source)}
+
+    def agent(self, ctx: MethodContext):
+        """The step machine bound to the KB's QID set (filled by ``build_tools``)."""
+        return search_recall_agent(self.settings, ctx.extra.get("kb_qids", set()))

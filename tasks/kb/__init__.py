@@ -1,0 +1,1 @@
+"""kb: plan, stage and merge a knowledge-base build (Prefect-free)."""

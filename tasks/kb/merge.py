@@ -1,0 +1,159 @@
+"""Merge staged shards into the published KB tables with the SQL in ``sql/kb/`` (one SELECT per table).
+
+Inputs: the staging parts of every shard of the plan. Outputs: ``kb/<version>/<table>/part-i-of-n.parquet``
+for every KB table, then ``kb/<version>/manifest.json`` (last). DuckDB runs the merge out of core with a
+memory limit, so the merge is bounded too; each finished table gets a marker and is skipped on re-run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from storage import layout
+from storage.catalog import sql_literal, register_parquet_view
+from storage.manifest import now_iso, write_json_atomic, write_manifest
+from storage.parquet_io import PartWriter, part_files
+from storage.schemas import KB_TABLES, schema_for
+from tasks.kb.plan import SOURCE_PRIORITY, BuildPlan
+from tasks.kb.stage import DONE, _load, shard_dir
+
+SQL_KB = layout.REPO_ROOT / "sql" / "kb"
+# Order matters: entities reads kb_aliases and kb_claims; articles reads kb_title_map; passages reads kb_articles.
+MERGE_ORDER = ("aliases", "claims", "labels", "title_map", "properties", "entities", "articles", "passages",
+               "redirects", "rejects")
+ROWS_PER_PART = 2_000_000
+
+
+def _staged_files(plan: BuildPlan, root: Path) -> dict[str, list[tuple[Path, str]]]:
+    out: dict[str, list[tuple[Path, str]]] = {t: [] for t in KB_TABLES}
+    for spec in plan.inputs:
+        for shard in spec.shards:
+            d = shard_dir(plan.version, spec, shard, root)
+            if not (d / DONE).is_file():
+                raise RuntimeError(f"shard not staged: {spec.path} shard {shard.index}/{shard.count}")
+            for table in KB_TABLES:
+                f = d / f"{table}.parquet"
+                if f.is_file():
+                    out[table].append((f, spec.source))
+    return out
+
+
+def _register_staging(con: duckdb.DuckDBPyConnection, files: dict[str, list[tuple[Path, str]]], root: Path):
+    for table, items in files.items():
+        tagged = [(f, {"prio": SOURCE_PRIORITY.get(src, 50), "_src": src}) for f, src in items]
+        register_parquet_view(con, f"stg_{table}", tagged, table, root, empty_tags={"prio": 99, "_src": ""})
+
+
+def _register_output(con: duckdb.DuckDBPyConnection, table: str, folder: Path, root: Path) -> None:
+    register_parquet_view(con, f"kb_{table}", [(f, {}) for f in part_files(folder)], table, root)
+
+
+def write_query_parts(con: duckdb.DuckDBPyConnection, sql: str, table: str, folder: Path,
+                      rows_per_part: int = ROWS_PER_PART) -> int:
+    """Stream a query's result into ``part-i-of-n.parquet`` files with the table's declared schema.
+
+    Parts are written under temporary names and renamed once ``n`` is known; the folder is emptied first, so
+    a re-run after a crash never mixes old and new parts.
+
+    Returns:
+        Rows written.
+    """
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    schema = schema_for(table)
+    reader = con.sql(sql).to_arrow_reader(100_000)
+    tmp_names: list[Path] = []
+    writer: PartWriter | None = None
+    total = 0
+    for batch in reader:
+        if writer is None or writer.rows >= rows_per_part:
+            if writer is not None:
+                writer.close()
+            tmp = folder / f"_pending-{len(tmp_names):05d}.parquet"
+            tmp_names.append(tmp)
+            writer = PartWriter(table, tmp)
+        tbl = pa.Table.from_batches([batch]).select(schema.names)
+        writer.write_batch(tbl)
+        total += batch.num_rows
+    if writer is not None:
+        writer.close()
+    if not tmp_names:
+        tmp_names.append(folder / "_pending-00000.parquet")
+        PartWriter(table, tmp_names[0]).close()
+    n = len(tmp_names)
+    for i, tmp in enumerate(tmp_names):
+        os.replace(tmp, folder / layout.part_name(i, n))
+    return total
+
+
+def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: str = "2GB",
+                      threads: int | None = None, extra_manifest: dict | None = None,
+                      log: Callable[[str], None] = print) -> dict:
+    """Run every merge SQL file, write the tables, then the manifest.
+
+    Args:
+        plan: The build plan (all shards must be staged).
+        root: Data root.
+        memory_limit: DuckDB memory limit (spills to the staging folder beyond it).
+        threads: DuckDB threads (default: all cores).
+        extra_manifest: More manifest fields (shard records, timings).
+        log: Progress printer.
+
+    Returns:
+        Row counts per table.
+    """
+    root = root or layout.home()
+    vdir = layout.kb_dir(plan.version, root)
+    marks = layout.staging_dir(plan.version, "_merged", root=root)
+    marks.mkdir(parents=True, exist_ok=True)
+    tmpdir = layout.staging_dir(plan.version, "_duckdb_tmp", root=root)
+    tmpdir.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
+    con.execute(f"SET temp_directory = {sql_literal(tmpdir)}")
+    con.execute("SET preserve_insertion_order = false")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    _register_staging(con, _staged_files(plan, root), root)
+    counts: dict[str, int] = {}
+    timings: dict[str, float] = {}
+    for table in MERGE_ORDER:
+        sql = (SQL_KB / f"{table}.sql").read_text()
+        if table == "title_map":
+            con.execute(f"CREATE OR REPLACE TEMP TABLE kb_title_map AS {sql}")
+            continue
+        mark = marks / f"{table}.json"
+        out = layout.kb_table_dir(plan.version, table, root)
+        if mark.is_file():
+            counts[table] = _load(mark)["rows"]
+        else:
+            t0 = time.perf_counter()
+            counts[table] = write_query_parts(con, sql, table, out)
+            timings[table] = round(time.perf_counter() - t0, 3)
+            write_json_atomic(mark, {"rows": counts[table], "seconds": timings[table]})
+            log(f"  merged {table:<11} {counts[table]:>10,} rows in {timings[table]:.1f}s")
+        _register_output(con, table, out, root)
+    con.close()
+    shutil.rmtree(tmpdir, ignore_errors=True)
+    manifest = {
+        "kind": "kb",
+        "kb_version": plan.version,
+        "name": plan.name,
+        "config": plan.config,
+        "inputs": [{"kind": s.kind, "path": s.path, "source": s.source, "shards": len(s.shards)}
+                   for s in plan.inputs],
+        "row_counts": counts,
+        "merge_seconds": timings,
+        "finished_at": now_iso(),
+        **(extra_manifest or {}),
+    }
+    write_manifest(vdir, manifest)
+    return counts

@@ -1,0 +1,217 @@
+"""Plan a KB build: which inputs, which reader, which shards, and the content-addressed KB version.
+
+Inputs: file paths given on the command line, or every sample file under ``LINKEDQA_DATA`` (``--sample``).
+Outputs: a ``BuildPlan`` (frozen pydantic model): a list of ``InputSpec`` with their shards, and the version
+``<name>-<hash8>`` where the hash covers the input fingerprints, the build config and ``BUILD_FORMAT``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from storage.layout import LayoutError, safe_name
+from storage.manifest import config_hash, file_fingerprint
+from tasks.dumps.base import Shard, byte_shards, is_compressed
+
+# Bump when readers or merge rules change what a build produces (invalidates old versions' hashes).
+BUILD_FORMAT = 1
+
+# Lower = richer source; used to pick one row per qid on merge.
+SOURCE_PRIORITY = {
+    "wikidata-json": 0,
+    "entity-file": 0,
+    "ntriples": 1,
+    "kgtk": 2,
+    "literallywikidata": 3,
+    "codex": 4,
+    "properties-json": 1,
+    "title-map": 5,
+    "wikipedia": 6,
+}
+
+KINDS = (
+    "wikidata-json",
+    "entity-file",
+    "kgtk",
+    "triples",
+    "ntriples",
+    "litwd-labels",
+    "litwd-aliases",
+    "litwd-descriptions",
+    "codex-json",
+    "title-map",
+    "properties-json",
+    "wikipedia",
+)
+
+
+class InputSpec(BaseModel):
+    """One input file and how to read it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    path: str
+    source: str
+    shards: tuple[Shard, ...] = (Shard(),)
+
+    @property
+    def key(self) -> str:
+        """Stable folder-safe key of this input (used for staging folders)."""
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(self.path).name)[:80]
+        return f"{self.kind}.{stem}.{config_hash(self.path, 6)}"
+
+
+class BuildPlan(BaseModel):
+    """A resolved KB build."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    version: str
+    inputs: tuple[InputSpec, ...]
+    config: dict
+
+
+def _spec(kind: str, path: Path, source: str, shards_per_file: int) -> InputSpec:
+    if kind not in KINDS:
+        raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
+    if not path.is_file():
+        raise FileNotFoundError(f"input not found: {path}")
+    line_kinds = {"wikidata-json", "kgtk", "triples", "ntriples"}
+    if kind in line_kinds and not is_compressed(path):
+        shards = tuple(byte_shards(path, shards_per_file))
+    elif kind == "wikipedia" and shards_per_file > 1:
+        # XML is sharded by page ordinal (page i goes to shard i % n), see tasks/dumps/wikipedia_xml.py
+        shards = tuple(Shard(i, shards_per_file) for i in range(shards_per_file))
+    else:
+        shards = (Shard(0, 1, 0, None, by_lines=is_compressed(path)),)
+    return InputSpec(kind=kind, path=str(path.resolve()), source=source, shards=shards)
+
+
+def sample_inputs(data: Path, shards_per_file: int = 1) -> list[InputSpec]:
+    """Every sample file of the real shared data that the sample KB is built from.
+
+    Args:
+        data: ``LINKEDQA_DATA`` root.
+        shards_per_file: Byte shards per plain line file.
+
+    Returns:
+        Input specs (CoDEx ``*_negatives.txt`` are false triples and are never included).
+    """
+    specs: list[InputSpec] = []
+
+    def add(kind: str, rel: str, source: str) -> None:
+        specs.append(_spec(kind, data / rel, source, shards_per_file))
+
+    wd = "wikidata-entities"
+    add("wikidata-json", f"{wd}/wikibase-dump-filter/entities.gz", "wikidata-json")
+    add("wikidata-json", f"{wd}/opentapioca/sample_wikidata_items.json.bz2", "wikidata-json")
+    add("wikidata-json", f"{wd}/opentapioca/short_stream.json.bz2", "wikidata-json")
+    for rel in sorted((data / wd).rglob("*.json")):
+        name = rel.name
+        if name.startswith(("cirrus_", "results_with_")):
+            continue  # API responses that are not entity documents
+        add("entity-file", str(rel.relative_to(data)), "entity-file")
+    for f in ("labels.en", "aliases.en", "descriptions.en", "derived.P31", "derived.P279", "claims.time"):
+        add("kgtk", f"kgtk-arnold/{f}.tsv.gz", "kgtk")
+    lw = "literallywikidata"
+    add("litwd-labels", f"{lw}/Entities/entity_labels_en.txt", "literallywikidata")
+    add("litwd-aliases", f"{lw}/Entities/entity_aliases_en.txt", "literallywikidata")
+    add("litwd-descriptions", f"{lw}/Entities/entity_wikidata_descriptions_en.txt", "literallywikidata")
+    add("triples", f"{lw}/Entities/entity_types.txt", "literallywikidata")
+    for grp in ("Relations", "Attributes"):
+        pfx = "relation" if grp == "Relations" else "attribute"
+        add("litwd-labels", f"{lw}/{grp}/{pfx}_labels_en.txt", "literallywikidata")
+        add("litwd-aliases", f"{lw}/{grp}/{pfx}_aliases_en.txt", "literallywikidata")
+        add("litwd-descriptions", f"{lw}/{grp}/{pfx}_wikidata_descriptions_en.txt", "literallywikidata")
+    for sub in ("LitWD1K", "LitWD19K", "LitWD48K"):
+        for split in ("train", "valid", "test"):
+            if (data / lw / sub / f"{split}.txt").is_file():
+                add("triples", f"{lw}/{sub}/{split}.txt", "literallywikidata")
+    add("triples", f"{lw}/LitWD1K/numeric_literals.txt", "literallywikidata")
+    for size in ("codex-s", "codex-m", "codex-l"):
+        for split in ("train.txt", "train.txt.gz", "valid.txt", "test.txt"):
+            if (data / "codex/triples" / size / split).is_file():
+                add("triples", f"codex/triples/{size}/{split}", "codex")
+    add("codex-json", "codex/relations/en/relations.json", "codex")
+    add("codex-json", "codex/types/en/types.json", "codex")
+    add("properties-json", "wikidata-properties/properties.json.gz", "properties-json")
+    add("title-map", "wikipedia-vital-articles/vital_articles_entities_2019.csv.gz", "title-map")
+    for f in sorted((data / "wikipedia-xml-dump").glob("*.xml*.bz2")):
+        add("wikipedia", str(f.relative_to(data)), "wikipedia")
+    return specs
+
+
+def explicit_inputs(
+    wikidata: list[Path] = (),
+    truthy: list[Path] = (),
+    kgtk: list[Path] = (),
+    triples: list[Path] = (),
+    wikipedia: list[Path] = (),
+    properties: list[Path] = (),
+    title_maps: list[Path] = (),
+    shards_per_file: int = 1,
+) -> list[InputSpec]:
+    """Input specs from explicit files/folders (``linkedqa kb build --wikidata F ...``)."""
+    specs: list[InputSpec] = []
+    for p in wikidata:
+        kind = "wikidata-json"
+        if p.suffix == ".json" and p.stat().st_size < (64 << 20):
+            # A single Special:EntityData document is one JSON object, not a dump
+            with open(p, "rb") as fh:
+                head = fh.read(1).strip()
+            kind = "entity-file" if head == b"{" else kind
+        specs.append(_spec(kind, p, kind, shards_per_file))
+    for p in truthy:
+        specs.append(_spec("ntriples", p, "ntriples", shards_per_file))
+    for d in kgtk:
+        files = sorted(d.glob("*.tsv*")) if d.is_dir() else [d]
+        for f in files:
+            specs.append(_spec("kgtk", f, "kgtk", shards_per_file))
+    for p in triples:
+        if "negatives" in p.name:
+            raise ValueError(f"{p}: *_negatives files hold FALSE triples and are never imported as claims")
+        specs.append(_spec("triples", p, "triples", shards_per_file))
+    for p in wikipedia:
+        specs.append(_spec("wikipedia", p, "wikipedia", shards_per_file))
+    for p in properties:
+        specs.append(_spec("properties-json", p, "properties-json", shards_per_file))
+    for p in title_maps:
+        specs.append(_spec("title-map", p, "title-map", shards_per_file))
+    return specs
+
+
+_DATE = re.compile(r"(20\d{6})")
+
+
+def make_plan(name: str | None, specs: list[InputSpec], passage_words: int = 100) -> BuildPlan:
+    """Resolve the KB version for a set of inputs.
+
+    Args:
+        name: KB name (default: the dump date found in the first input's file name, else ``kb``).
+        specs: Inputs.
+        passage_words: Words per Wikipedia passage.
+
+    Returns:
+        The plan; ``version = <name>-<hash8 of inputs+config>``.
+    """
+    if not specs:
+        raise LayoutError("no inputs: give --sample or at least one input file")
+    if name is None:
+        m = next((_DATE.search(Path(s.path).name) for s in specs if _DATE.search(Path(s.path).name)), None)
+        name = m.group(1) if m else "kb"
+    safe_name(name, "KB name")
+    config = {"build_format": BUILD_FORMAT, "passage_words": passage_words}
+    fingerprint = {
+        "config": config,
+        "inputs": [
+            {"kind": s.kind, "fp": {k: v for k, v in file_fingerprint(Path(s.path)).items() if k != "path"},
+             "name": Path(s.path).name}
+            for s in specs
+        ],
+    }
+    return BuildPlan(name=name, version=f"{name}-{config_hash(fingerprint)}", inputs=tuple(specs), config=config)

@@ -1,0 +1,143 @@
+"""Stage one shard of one input: run its streaming reader and write one Parquet part per table.
+
+Inputs: an ``InputSpec`` and one of its ``Shard``s. Outputs: ``kb/<version>/_staging/<input key>/s<i>of<n>/``
+holding ``<table>.parquet`` for every table the reader emitted, then ``_done.json`` (written last, with row
+counts). A shard with ``_done.json`` is skipped on re-run; a shard without it is recomputed from scratch
+(its parts are replaced atomically), so a killed build resumes without duplicating rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+
+from storage import layout
+from storage.manifest import read_manifest, write_json_atomic
+from storage.parquet_io import PartWriter
+from tasks.dumps.base import Shard, TableRow
+from tasks.kb.plan import InputSpec
+
+DONE = "_done.json"
+
+
+def _reader(spec: InputSpec, shard: Shard) -> Iterator[TableRow]:
+    path = Path(spec.path)
+    kind = spec.kind
+    if kind == "wikidata-json":
+        from tasks.dumps.wikidata_json import read_wikidata_json
+
+        return read_wikidata_json(path, shard, source=spec.source)
+    if kind == "entity-file":
+        from tasks.dumps.wikidata_json import read_entity_file
+
+        return read_entity_file(path, source=spec.source)
+    if kind == "kgtk":
+        from tasks.dumps.triples import read_kgtk
+
+        return read_kgtk(path, shard, source=spec.source)
+    if kind == "triples":
+        from tasks.dumps.triples import read_triples
+
+        return read_triples(path, shard, source=spec.source)
+    if kind == "ntriples":
+        from tasks.dumps.triples import read_ntriples
+
+        return read_ntriples(path, shard, source=spec.source)
+    if kind in ("litwd-labels", "litwd-aliases", "litwd-descriptions"):
+        from tasks.dumps.triples import read_label_file
+
+        return read_label_file(path, shard, source=spec.source, kind=kind.split("-", 1)[1])
+    if kind == "codex-json":
+        from tasks.dumps.triples import read_codex_json
+
+        return read_codex_json(path, source=spec.source)
+    if kind == "title-map":
+        from tasks.dumps.triples import read_title_map
+
+        return read_title_map(path, source=spec.source)
+    if kind == "properties-json":
+        from tasks.dumps.properties import read_properties_json
+
+        return read_properties_json(path, source=spec.source)
+    if kind == "wikipedia":
+        from tasks.dumps.wikipedia_xml import read_wikipedia_xml
+
+        return read_wikipedia_xml(path, shard, source=spec.source)
+    raise ValueError(f"no reader for input kind {kind!r}")
+
+
+def shard_dir(version: str, spec: InputSpec, shard: Shard, root: Path | None = None) -> Path:
+    """Staging folder of one shard."""
+    return layout.staging_dir(version, spec.key, f"s{shard.index}of{shard.count}", root=root)
+
+
+def stage_shard(
+    version: str,
+    spec: InputSpec,
+    shard: Shard,
+    root: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict:
+    """Read one shard and write its staging parts (skip if already done).
+
+    Args:
+        version: KB version being built.
+        spec: The input.
+        shard: Which slice of it.
+        root: Data root (default ``LINKEDQA_HOME``).
+        progress: Optional callback receiving the number of records read so far (every 10,000).
+
+    Returns:
+        The shard's done record: ``{"rows": {table: n}, "seconds": s, "skipped": bool, "peak_rss_mb": m}``.
+
+    Raises:
+        tasks.dumps.base.DumpError: Unreadable input (truncated stream); nothing is marked done.
+    """
+    out = shard_dir(version, spec, shard, root)
+    done = read_manifest_like(out / DONE)
+    if done is not None:
+        return {**done, "skipped": True}
+    t0 = time.perf_counter()
+    writers: dict[str, PartWriter] = {}
+    n = 0
+    try:
+        for table, row in _reader(spec, shard):
+            w = writers.get(table)
+            if w is None:
+                w = writers[table] = PartWriter(table, out / f"{table}.parquet", batch_rows=20_000)
+            w.add(row)
+            n += 1
+            if progress is not None and n % 10_000 == 0:
+                progress(n)
+        rows = {t: w.close() for t, w in writers.items()}
+    except BaseException:
+        for w in writers.values():
+            w.abort()
+        raise
+    record = {
+        "input": spec.path,
+        "kind": spec.kind,
+        "shard": [shard.index, shard.count],
+        "rows": rows,
+        "seconds": round(time.perf_counter() - t0, 3),
+        "peak_rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1),
+    }
+    write_json_atomic(out / DONE, record)
+    return {**record, "skipped": False}
+
+
+def read_manifest_like(path: Path) -> dict | None:
+    """Read a JSON marker file, or None when absent."""
+    if not path.is_file():
+        return None
+    return read_manifest(path.parent) if path.name == "manifest.json" else _load(path)
+
+
+def _load(path: Path) -> dict:
+    import json
+
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)

@@ -1,0 +1,106 @@
+"""Typed contract of the LLM layer (DESIGN.md §5): requests, completions, engine and sampling configs.
+
+Every backend implements ``LLMBackend.generate(requests) -> list[Completion]`` over a batch, in order.
+Example payload::
+
+    ChatRequest(messages=[{"role": "user", "content": "<link>who founded tesla</link>"}],
+                sampling=SamplingConfig(temperature=0.7, top_p=0.8, repetition_penalty=1.05, max_tokens=256))
+    -> Completion(text="<search> Search(tesla) </search>", prompt_tokens=812, completion_tokens=9,
+                  latency_s=0.41, error=None, cached=False)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SamplingConfig(BaseModel):
+    """Sampling parameters (vLLM's SamplingParams group). Part of the response-cache key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    seed: int | None = 0
+
+
+class EngineConfig(BaseModel):
+    """Engine arguments (vLLM's EngineArgs group); never part of sampling, never sets env vars itself."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = "embedded"
+    dtype: str = "bfloat16"
+    max_model_len: int = 4096
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.85
+    enable_prefix_caching: bool = True
+    enforce_eager: bool = True
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 120.0
+    max_concurrency: int = 16
+    max_retries: int = 4
+
+
+class ChatRequest(BaseModel):
+    """One chat request of a batch."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: tuple[dict[str, str], ...] | list[dict[str, str]]
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+    def key(self, backend: str, model: str) -> str:
+        """Cache key: sha256 over (backend, model, messages, sampling params incl. seed)."""
+        body = json.dumps(
+            {"b": backend, "m": model, "msg": list(self.messages), "s": self.sampling.model_dump()},
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(body.encode()).hexdigest()
+
+    def prompt_hash(self) -> str:
+        """Short hash of the messages only (recorded in trajectories)."""
+        body = json.dumps(list(self.messages), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+class Completion(BaseModel):
+    """Result of one request; ``error`` is set (and ``text`` empty) when the backend failed for this item."""
+
+    text: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    error: str | None = None
+    cached: bool = False
+    finish_reason: str | None = None
+
+
+@runtime_checkable
+class LLMBackend(Protocol):
+    """Batch generation interface shared by the vllm, openai and scripted backends."""
+
+    name: str
+    model_id: str
+
+    def generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        """Generate one completion per request, in order; per-item failures go in ``Completion.error``."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine / connections."""
+        ...
+
+
+def as_dict(obj: BaseModel) -> dict[str, Any]:
+    """Plain-dict view of a config (for manifests)."""
+    return obj.model_dump()

@@ -1,0 +1,57 @@
+"""Prefect tasks of a method run: thin wrappers over ``tasks.runs`` (plan, one shard, finalize, artifact)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+
+from storage import layout
+from storage.artifacts import ArtifactRef
+from storage.catalog import refresh_catalog
+from tasks.runs.config import RunConfig, RunPlan
+from tasks.runs.execute import execute_shard, finalize_run, plan_run
+
+
+@task(name="plan_run")
+def plan_run_task(cfg: RunConfig, root: str, data_root: str) -> RunPlan:
+    """Resolve the run (dataset, KB, run id, shards) and persist plan.json."""
+    return plan_run(cfg, Path(root), Path(data_root))
+
+
+@task(name="run_shard", task_run_name="shard {i}", tags=["llm-shard"])
+def run_shard_task(plan: RunPlan, i: int, root: str, data_root: str, device: str | None = None) -> dict:
+    """Run one shard (skipped when its predictions part exists).
+
+    ``device`` pins the shard to one GPU on multi-GPU hosts (``CUDA_VISIBLE_DEVICES`` is read by vLLM when the
+    engine of this worker process starts).
+    """
+    if device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
+    log = get_run_logger()
+    return execute_shard(plan, i, Path(root), Path(data_root), log=lambda m: (print(m, flush=True), log.debug(m)))
+
+
+@task(name="finalize_run")
+def finalize_run_task(plan: RunPlan, started_at: str, wall_s: float, root: str) -> ArtifactRef:
+    """Metrics from stored predictions, runs row, manifest (last), catalog refresh."""
+    rows = finalize_run(plan, started_at, wall_s, Path(root))
+    refresh_catalog(Path(root))
+    return ArtifactRef(table="predictions", version=plan.run_id, row_count=len(plan.question_ids),
+                       paths=[str(layout.run_dir(plan.run_id, Path(root)))],
+                       extra={"metrics": {r["metric"]: r["value"] for r in rows}})
+
+
+@task(name="publish_run_artifact")
+def publish_run_artifact(plan: RunPlan, ref: ArtifactRef) -> None:
+    """Markdown artifact: metrics, counts, efficiency and the run folder."""
+    m = ref.extra.get("metrics", {})
+    lines = [f"# Run `{plan.run_id}`", "", f"method **{plan.config.method}**, dataset **{plan.config.dataset}/"
+             f"{plan.split}**, {len(plan.question_ids)} questions, {plan.n_shards} shard(s), KB `{plan.kb_version}`",
+             "", "| metric | value |", "|---|---:|"]
+    lines += [f"| {k} | {v:.4f} |" for k, v in m.items()]
+    lines += ["", f"Run folder: `{ref.paths[0]}`"]
+    key = "run-" + "".join(ch if ch.isalnum() else "-" for ch in plan.run_id.lower())
+    create_markdown_artifact(markdown="\n".join(lines), key=key[:80], description=f"linkedqa run {plan.run_id}")

@@ -1,0 +1,1 @@
+"""runs: plan, execute and finalize sharded method runs (Prefect-free)."""

@@ -1,0 +1,62 @@
+"""One LLM backend per process and config, wrapped in the persistent response cache.
+
+The vLLM engine takes ~20 s to start on 2 CPU cores and its weights dominate memory, so every shard that runs
+in a process reuses the same engine (keyed by backend name + engine config).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from storage import layout
+from tasks.llm.backends import make_backend
+from tasks.llm.cache import ResponseCache
+from tasks.llm.types import EngineConfig, LLMBackend
+
+_BACKENDS: dict[tuple, LLMBackend] = {}
+_LOCK = threading.Lock()
+
+
+class _Serialized:
+    """Serialise generate() calls: one engine must not be driven by two shard threads at once."""
+
+    def __init__(self, inner: LLMBackend):
+        self.inner = inner
+        self.name = getattr(inner, "name", "llm")
+        self.model_id = getattr(inner, "model_id", "")
+        self._lock = threading.Lock()
+
+    def generate(self, requests):
+        with self._lock:
+            return self.inner.generate(requests)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def engine_config(cfg) -> EngineConfig:
+    """Engine config from a run config (model, context length, endpoint)."""
+    return EngineConfig(model=cfg.model, max_model_len=cfg.max_model_len, base_url=cfg.base_url)
+
+
+def get_backend(cfg, root: Path | None = None) -> LLMBackend:
+    """The process-wide backend for a run config (created on first use)."""
+    engine = engine_config(cfg)
+    key = (cfg.backend, engine.model_dump_json(), cfg.cache, str(root or layout.home()))
+    with _LOCK:
+        if key not in _BACKENDS:
+            cache = ResponseCache(layout.cache_dir("llm", root) / "responses.sqlite") if cfg.cache else None
+            _BACKENDS[key] = _Serialized(make_backend(cfg.backend, engine, cache=cache))
+        return _BACKENDS[key]
+
+
+def close_backends() -> None:
+    """Shut down every engine this process started."""
+    with _LOCK:
+        for b in _BACKENDS.values():
+            try:
+                b.close()
+            except Exception:  # noqa: BLE001 - best-effort shutdown
+                pass
+        _BACKENDS.clear()

@@ -1,0 +1,125 @@
+"""Run configuration and plan: resolved inputs, the deterministic run id and the shard layout.
+
+Inputs: CLI/flow parameters. Outputs: ``RunPlan`` (frozen) persisted as ``runs/<run_id>/plan.json``. The run id
+is ``<method>-<dataset>-<split>-<hash8>`` over everything that changes predictions (method settings with
+defaults, dataset version, KB version, backend, model, sampling, prompt templates, limit), so the same
+command resumes/reuses a run and a different config never overwrites one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from storage import layout
+from storage.catalog import complete_kb_versions, latest_kb_version
+from storage.manifest import config_hash, read_manifest
+
+RUN_FORMAT = 1
+
+
+class RunConfig(BaseModel):
+    """What the user asked for (``linkedqa run METHOD ...``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: str
+    dataset: str
+    split: str | None = None
+    limit: int | None = None
+    shards: int = Field(default=1, ge=1, le=10_000)
+    backend: str = "vllm"
+    model: str = "embedded"
+    kb: str | None = None
+    settings: dict[str, str] = Field(default_factory=dict)
+    max_model_len: int = 4096
+    base_url: str | None = None
+    cache: bool = True
+
+
+class RunPlan(BaseModel):
+    """A resolved run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    config: RunConfig
+    method_settings: dict
+    dataset_version: str
+    split: str
+    kb_version: str | None
+    question_ids: list[str]
+    shard_bounds: list[tuple[int, int]]
+    prompt_hashes: dict[str, str]
+
+    @property
+    def n_shards(self) -> int:
+        """Number of shards."""
+        return len(self.shard_bounds)
+
+
+def resolve_kb(kb: str | None, root: Path | None = None) -> str | None:
+    """Resolve ``--kb``: an exact version, the newest version whose name matches, or the newest overall."""
+    versions = [v for v, _ in complete_kb_versions(root)]
+    if kb is None:
+        return latest_kb_version(root)
+    if kb in versions:
+        return kb
+    named = [v for v, m in complete_kb_versions(root) if m.get("name") == kb]
+    if named:
+        return named[-1]
+    raise LookupError(f"no published KB named {kb!r}; available: {', '.join(versions) or 'none (run linkedqa kb build)'}")
+
+
+def prompt_hashes() -> dict[str, str]:
+    """sha256[:12] of every prompt template file (recorded in plans and manifests)."""
+    folder = layout.REPO_ROOT / "tasks" / "agents" / "prompts"
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in sorted(folder.glob("*")) if p.is_file()}
+
+
+def contiguous_shards(n_items: int, n_shards: int) -> list[tuple[int, int]]:
+    """Split ``n_items`` sorted items into ``n_shards`` contiguous ``[start, end)`` slices (sizes differ by <= 1)."""
+    n_shards = max(1, min(n_shards, max(1, n_items)))
+    base, extra = divmod(n_items, n_shards)
+    bounds, start = [], 0
+    for i in range(n_shards):
+        end = start + base + (1 if i < extra else 0)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def make_run_id(cfg: RunConfig, method_settings: dict, dataset_version: str, split: str,
+                kb_version: str | None, hashes: dict[str, str]) -> str:
+    """Deterministic run id for a config."""
+    body = {
+        "format": RUN_FORMAT,
+        "method": cfg.method,
+        "settings": method_settings,
+        "dataset": cfg.dataset,
+        "dataset_version": dataset_version,
+        "split": split,
+        "limit": cfg.limit,
+        "shards": cfg.shards,
+        "backend": cfg.backend,
+        "model": cfg.model,
+        "max_model_len": cfg.max_model_len,
+        "kb": kb_version,
+        "prompts": hashes,
+    }
+    return layout.safe_name(f"{cfg.method}-{cfg.dataset}-{split}-{config_hash(body)}", "run id")
+
+
+def load_plan(run_id: str, root: Path | None = None) -> RunPlan:
+    """Read ``runs/<run_id>/plan.json``."""
+    path = layout.run_dir(run_id, root) / "plan.json"
+    if not path.is_file():
+        raise LookupError(f"unknown run {run_id!r}: {path} not found")
+    return RunPlan.model_validate_json(path.read_text())
+
+
+def run_is_complete(run_id: str, root: Path | None = None) -> bool:
+    """Whether the run has its manifest."""
+    return read_manifest(layout.run_dir(run_id, root)) is not None

@@ -1,0 +1,323 @@
+"""Plan, execute one shard, and finalize a run (Prefect-free; the flow only sequences these).
+
+Layout of a run folder (``runs/<run_id>/``)::
+
+    plan.json                              resolved plan (written first)
+    shards/shard-00003.json                per-shard stats (written before the part)
+    predictions/part-00003-of-00008.parquet  one part per shard: its existence marks the shard done
+    metrics/part-00000-of-00001.parquet    summary + efficiency metrics (computed from stored predictions)
+    runs/part-00000-of-00001.parquet       the run's row of the ``runs`` table
+    manifest.json                          written last: the run is complete
+
+A SIGKILL at any point leaves either a finished part or none for each shard; re-running the same command
+skips finished shards and replays cached LLM calls for the rest, so no question id is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from storage import layout
+from storage.manifest import now_iso, read_manifest, write_json_atomic, write_manifest
+from storage.parquet_io import part_files, read_table, write_table
+from storage.schemas import PREDICTIONS
+from tasks.agents.base import MethodContext
+from tasks.agents.registry import get_method
+from tasks.agents.runtime import run_agents
+from tasks.datasets.store import latest_dataset_folder, store_dataset
+from tasks.metrics.runs import per_item_scores, summary_metrics
+from tasks.runs.backends import get_backend
+from tasks.runs.config import (
+    RunConfig,
+    RunPlan,
+    contiguous_shards,
+    make_run_id,
+    prompt_hashes,
+    resolve_kb,
+)
+
+Log = Callable[[str], None]
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (MB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def load_questions(dataset: str, split: str | None, root: Path | None = None,
+                   data_root: Path | None = None) -> tuple[list[dict], str, str]:
+    """Questions of a dataset split, sorted by id (loading the dataset into the warehouse if needed).
+
+    Returns:
+        (rows, dataset_version, split)
+    """
+    folder = latest_dataset_folder(dataset, root)
+    if folder is None:
+        store_dataset(dataset, data_root or layout.data_root(), root=root)
+        folder = latest_dataset_folder(dataset, root)
+    manifest = read_manifest(folder) or {}
+    splits = manifest.get("splits", {})
+    if split is None:
+        split = "test" if "test" in splits else sorted(splits)[0]
+    if split not in splits:
+        raise LookupError(f"dataset {dataset!r} has no split {split!r}; splits: {', '.join(sorted(splits))}")
+    tbl = read_table(folder / "questions", "questions")
+    tbl = tbl.filter(pc.equal(tbl["split"], split))
+    rows = sorted(tbl.to_pylist(), key=lambda r: r["question_id"])
+    return rows, folder.name, split
+
+
+def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = None) -> RunPlan:
+    """Resolve a run config into a plan and persist ``plan.json`` (idempotent).
+
+    Raises:
+        tasks.agents.registry.UnknownMethod, tasks.agents.base.UnknownSetting, LookupError: Bad inputs.
+    """
+    method_cls = get_method(cfg.method)
+    settings = method_cls.parse_settings(cfg.settings)
+    kb_version = resolve_kb(cfg.kb, root) if method_cls.needs_kb else None
+    if method_cls.needs_kb and kb_version is None:
+        raise LookupError("no KB built yet: run `linkedqa kb build --sample` first")
+    rows, ds_version, split = load_questions(cfg.dataset, cfg.split, root, data_root)
+    if cfg.limit is not None:
+        rows = rows[: cfg.limit]
+    if not rows:
+        raise LookupError(f"no questions in {cfg.dataset}/{split}")
+    hashes = prompt_hashes()
+    settings_dump = settings.model_dump(mode="json")
+    run_id = make_run_id(cfg, settings_dump, ds_version, split, kb_version, hashes)
+    ids = [r["question_id"] for r in rows]
+    plan = RunPlan(run_id=run_id, config=cfg, method_settings=settings_dump, dataset_version=ds_version,
+                   split=split, kb_version=kb_version, question_ids=ids,
+                   shard_bounds=contiguous_shards(len(ids), cfg.shards), prompt_hashes=hashes)
+    rdir = layout.run_dir(run_id, root)
+    path = rdir / "plan.json"
+    if path.is_file():
+        old = RunPlan.model_validate_json(path.read_text())
+        if old.question_ids != plan.question_ids:
+            raise RuntimeError(f"run {run_id}: stored plan has different questions; remove {rdir} to restart")
+        return old
+    rdir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, json.loads(plan.model_dump_json()))
+    return plan
+
+
+def shard_part(plan: RunPlan, i: int, root: Path | None = None) -> Path:
+    """Predictions part of shard ``i``."""
+    return layout.run_dir(plan.run_id, root) / "predictions" / layout.part_name(i, plan.n_shards)
+
+
+def _shard_questions(plan: RunPlan, i: int, root: Path | None, data_root: Path | None) -> list[dict]:
+    folder = layout.dataset_dir(plan.config.dataset, plan.dataset_version, root)
+    tbl = read_table(folder / "questions", "questions")
+    tbl = tbl.filter(pc.equal(tbl["split"], plan.split))
+    by_id = {r["question_id"]: r for r in tbl.to_pylist()}
+    s, e = plan.shard_bounds[i]
+    return [by_id[q] for q in plan.question_ids[s:e]]
+
+
+def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Path | None = None,
+                  log: Log = print) -> dict:
+    """Run one shard of a method and write its predictions part (skip when the part exists).
+
+    Returns:
+        The shard record (rows, errors, timings, LLM and tool statistics).
+    """
+    rdir = layout.run_dir(plan.run_id, root)
+    part = shard_part(plan, i, root)
+    rec_path = rdir / "shards" / f"shard-{i:05d}.json"
+    if part.is_file():
+        rec = json.loads(rec_path.read_text()) if rec_path.is_file() else {}
+        return {**rec, "skipped": True}
+    t0 = time.perf_counter()
+    questions = _shard_questions(plan, i, root, data_root)
+    method_cls = get_method(plan.config.method)
+    method = method_cls(method_cls.Settings(**plan.method_settings))
+    ctx = MethodContext(kb_version=plan.kb_version, root=root or layout.home(), run_dir=rdir)
+    tools = method.build_tools(ctx)
+    backend = get_backend(plan.config, root) if method_cls.needs_llm else None
+    t_ready = time.perf_counter()
+
+    def progress(step: int, active: int) -> None:
+        log(f"  shard {i + 1}/{plan.n_shards}: step {step}, {active} active item(s)")
+
+    outputs, stats = run_agents(method.agent(ctx), questions, backend, tools, on_step=progress)
+    by_q = {q["question_id"]: q for q in questions}
+    rows = []
+    for o in outputs:
+        q = by_q[o["question_id"]]
+        rows.append({
+            "run_id": plan.run_id,
+            "method": plan.config.method,
+            "dataset": plan.config.dataset,
+            "split": plan.split,
+            "question_id": o["question_id"],
+            "shard": i,
+            "predicted_entities": list(o.get("predicted_entities") or []),
+            "answer": o.get("answer") or "",
+            "answers": [str(a) for a in (o.get("answers") or [])],
+            "trajectory": o["trajectory"],
+            "llm_calls": o["llm_calls"],
+            "prompt_tokens": o["prompt_tokens"],
+            "completion_tokens": o["completion_tokens"],
+            "latency_s": o["latency_s"],
+            "error": o.get("error"),
+            "scores": None,
+            **({"_extra_scores": o["scores"]} if isinstance(o.get("scores"), dict) else {}),
+        })
+    scores = per_item_scores(method_cls.metric_family, rows, questions)
+    for r in rows:
+        extra = r.pop("_extra_scores", {})
+        r["scores"] = {**scores.get(r["question_id"], {}), **extra}
+    method.postprocess(outputs, questions, ctx, i)
+    rec = {
+        "shard": i,
+        "rows": len(rows),
+        "errors": sum(1 for r in rows if r["error"]),
+        "setup_s": round(t_ready - t0, 3),
+        "wall_s": round(time.perf_counter() - t0, 3),
+        "llm_seconds": round(stats.llm_seconds, 3),
+        "tool_seconds": round(stats.tool_seconds, 3),
+        "non_llm_seconds": round(stats.non_llm_seconds, 3),
+        "steps": stats.steps,
+        "llm_batches": stats.llm_batches,
+        "llm_requests": stats.llm_requests,
+        "cached_calls": sum(
+            1 for r in rows for t in json.loads(r["trajectory"]) if t.get("kind") == "llm" and t.get("cached")
+        ),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "pid": os.getpid(),
+        "finished_at": now_iso(),
+    }
+    write_json_atomic(rec_path, rec)
+    write_table(rows, "predictions", part)
+    log(f"  shard {i + 1}/{plan.n_shards} done: {len(rows)} rows, {rec['errors']} error(s), {rec['wall_s']:.1f}s "
+        f"({rec['llm_batches']} LLM batch(es), {rec['llm_seconds']:.1f}s in the LLM)")
+    return {**rec, "skipped": False}
+
+
+def read_predictions(run_id: str, root: Path | None = None):
+    """All prediction parts of a run as one Arrow table."""
+    return read_table(layout.run_dir(run_id, root) / "predictions", "predictions")
+
+
+def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | None = None,
+                 log: Log = print) -> list[dict]:
+    """Check shards, compute metrics from the stored predictions, write metrics/runs parts and the manifest.
+
+    Returns:
+        The summary metric rows.
+
+    Raises:
+        RuntimeError: Missing shards, duplicated or missing question ids.
+    """
+    rdir = layout.run_dir(plan.run_id, root)
+    done = read_manifest(rdir)
+    if done is not None:
+        return read_table(rdir / "metrics", "metrics").to_pylist()
+    parts = part_files(rdir / "predictions")
+    if len(parts) != plan.n_shards:
+        raise RuntimeError(f"run {plan.run_id}: {len(parts)} of {plan.n_shards} shards finished")
+    preds = read_predictions(plan.run_id, root)
+    ids = preds["question_id"].to_pylist()
+    if len(ids) != len(set(ids)):
+        raise RuntimeError(f"run {plan.run_id}: duplicated question ids in predictions")
+    if sorted(ids) != sorted(plan.question_ids):
+        raise RuntimeError(f"run {plan.run_id}: predictions do not cover exactly the planned questions")
+    questions = _all_questions(plan, root)
+    method_cls = get_method(plan.config.method)
+    shard_recs = [json.loads(p.read_text()) for p in sorted((rdir / "shards").glob("shard-*.json"))]
+    summary = summary_metrics(method_cls.metric_family, preds.to_pylist(), questions)
+    summary += efficiency_metrics(preds, shard_recs, wall_s, root, plan)
+    metric_rows = [
+        {"run_id": plan.run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split,
+         "metric": m["metric"], "value": m["value"], "n": m["n"]}
+        for m in summary
+    ]
+    write_table(metric_rows, "metrics", rdir / "metrics" / layout.part_name(0, 1))
+    n_err = sum(1 for e in preds["error"].to_pylist() if e)
+    cfg = plan.config
+    write_table([{
+        "run_id": plan.run_id, "method": cfg.method, "dataset": cfg.dataset, "split": plan.split,
+        "kb_version": plan.kb_version, "backend": cfg.backend if method_cls.needs_llm else None,
+        "model": cfg.model if method_cls.needs_llm else None,
+        "config": json.dumps({"config": cfg.model_dump(mode="json", exclude={"base_url"}),
+                              "settings": plan.method_settings}, sort_keys=True),
+        "n_questions": len(ids), "n_shards": plan.n_shards, "n_errors": n_err,
+        "git_sha": None, "started_at": started_at, "finished_at": now_iso(), "wall_s": round(wall_s, 3),
+    }], "runs", rdir / "runs" / layout.part_name(0, 1))
+    write_manifest(rdir, {
+        "kind": "run",
+        "run_id": plan.run_id,
+        "config": cfg.model_dump(mode="json", exclude={"base_url"}),
+        "method_settings": plan.method_settings,
+        "dataset_version": plan.dataset_version,
+        "kb_version": plan.kb_version,
+        "prompt_hashes": plan.prompt_hashes,
+        "row_counts": {"predictions": len(ids), "metrics": len(metric_rows)},
+        "n_errors": n_err,
+        "shards": shard_recs,
+        "started_at": started_at,
+        "wall_s": round(wall_s, 3),
+        "schema": {"predictions": [f.name for f in PREDICTIONS]},
+    })
+    return metric_rows
+
+
+def _all_questions(plan: RunPlan, root: Path | None) -> list[dict]:
+    folder = layout.dataset_dir(plan.config.dataset, plan.dataset_version, root)
+    tbl = read_table(folder / "questions", "questions")
+    tbl = tbl.filter(pc.equal(tbl["split"], plan.split))
+    wanted = set(plan.question_ids)
+    return [r for r in tbl.to_pylist() if r["question_id"] in wanted]
+
+
+def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, root: Path | None,
+                       plan: RunPlan) -> list[dict]:
+    """Efficiency accounting stored as metric rows (wall time, calls, tokens, memory, index size)."""
+    n = preds.num_rows
+    calls = int(pc.sum(preds["llm_calls"]).as_py() or 0)
+    pt = int(pc.sum(preds["prompt_tokens"]).as_py() or 0)
+    ct = int(pc.sum(preds["completion_tokens"]).as_py() or 0)
+    n_err = sum(1 for e in preds["error"].to_pylist() if e)
+    rss = max([r.get("peak_rss_mb", 0.0) for r in shard_recs] + [peak_rss_mb()])
+    out = [
+        {"metric": "wall_s", "value": float(wall_s), "n": n},
+        {"metric": "llm_calls", "value": float(calls), "n": n},
+        {"metric": "prompt_tokens", "value": float(pt), "n": n},
+        {"metric": "completion_tokens", "value": float(ct), "n": n},
+        {"metric": "tokens_per_item", "value": (pt + ct) / n if n else 0.0, "n": n},
+        {"metric": "peak_rss_mb", "value": float(rss), "n": n},
+        {"metric": "error_count", "value": float(n_err), "n": n},
+        {"metric": "llm_seconds", "value": float(sum(r.get("llm_seconds", 0.0) for r in shard_recs)), "n": n},
+        {"metric": "non_llm_seconds", "value": float(sum(r.get("non_llm_seconds", 0.0) for r in shard_recs)),
+         "n": n},
+    ]
+    if plan.kb_version:
+        idx_root = (root or layout.home()) / "indexes" / plan.kb_version
+        size = sum(f.stat().st_size for f in idx_root.rglob("*") if f.is_file()) if idx_root.is_dir() else 0
+        out.append({"metric": "index_disk_mb", "value": size / 2**20, "n": n})
+    return out
+
+
+def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict], list[dict]]:
+    """``linkedqa eval``: recompute summary metrics from stored predictions; return (recomputed, stored)."""
+    from tasks.runs.config import load_plan
+
+    plan = load_plan(run_id, root)
+    rdir = layout.run_dir(run_id, root)
+    if read_manifest(rdir) is None:
+        raise RuntimeError(f"run {run_id} is unfinished (no manifest); re-run its command to resume it")
+    preds = read_predictions(run_id, root).to_pylist()
+    method_cls = get_method(plan.config.method)
+    recomputed = summary_metrics(method_cls.metric_family, preds, _all_questions(plan, root))
+    stored = pq.read_table(rdir / "metrics").to_pylist()
+    return recomputed, stored

@@ -1,0 +1,97 @@
+"""Search indexes built per KB version, and the batched ``entity_search`` tool the agents call.
+
+Inputs: the published KB tables (``kb/<version>/entities``, ``articles``). Outputs:
+``indexes/<kb_version>/entity-bm25`` (labels + aliases, description = Wikidata description) and
+``indexes/<kb_version>/title-bm25`` (Wikipedia titles, description = lead paragraph). Built once per version
+(atomic, idempotent) and opened once per process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from storage import layout
+from storage.parquet_io import part_files
+
+_OPEN: dict[tuple[str, str], Any] = {}
+_LOCK = threading.Lock()
+
+
+def _iter_rows(kb_version: str, table: str, columns: list[str], root: Path) -> Iterator[dict]:
+    for f in part_files(layout.kb_table_dir(kb_version, table, root)):
+        pf = pq.ParquetFile(f)
+        for batch in pf.iter_batches(batch_size=50_000, columns=columns):
+            yield from batch.to_pylist()
+
+
+def entity_index(kb_version: str, root: Path | None = None):
+    """Open (building if needed) the labels+aliases BM25 index of a KB version."""
+    from tasks.search.entity_index import EntityIndex
+
+    root = root or layout.home()
+    key = (str(root), f"entity:{kb_version}")
+    with _LOCK:
+        if key not in _OPEN:
+            folder = layout.index_dir(kb_version, "entity-bm25", root)
+            if not (folder / "meta.json").is_file():
+                rows = (
+                    r
+                    for r in _iter_rows(
+                        kb_version, "entities", ["qid", "label", "description", "aliases", "sitelinks"], root
+                    )
+                    if r["label"] or r["aliases"]
+                )
+                EntityIndex.build(folder, rows)
+            _OPEN[key] = EntityIndex.open(folder)
+        return _OPEN[key]
+
+
+def title_index(kb_version: str, root: Path | None = None):
+    """Open (building if needed) the Wikipedia-title BM25 index of a KB version."""
+    from tasks.search.title_index import TitleIndex
+
+    root = root or layout.home()
+    key = (str(root), f"title:{kb_version}")
+    with _LOCK:
+        if key not in _OPEN:
+            folder = layout.index_dir(kb_version, "title-bm25", root)
+            if not (folder / "meta.json").is_file():
+                rows = _iter_rows(kb_version, "articles", ["page_id", "title", "qid", "lead"], root)
+                TitleIndex.build(folder, rows)
+            _OPEN[key] = TitleIndex.open(folder)
+        return _OPEN[key]
+
+
+def candidate_dict(c: Any) -> dict:
+    """A search candidate as a plain dict (qid, title, description, score)."""
+    return {"qid": c.qid, "title": c.title, "description": c.description, "score": round(float(c.score), 4)}
+
+
+def search_tool(kb_version: str, root: Path, source: str = "wikidata"):
+    """Batched tool: payloads ``{"queries": [...], "k": K}`` -> per payload, per query, candidate dicts.
+
+    All queries of all payloads of one agent step go to the index in ONE ``search_many`` call.
+    """
+    index = entity_index(kb_version, root) if source == "wikidata" else title_index(kb_version, root)
+
+    def tool(payloads: list[dict]) -> list[list[list[dict]]]:
+        flat: list[str] = []
+        ks: list[int] = []
+        for p in payloads:
+            flat.extend(p["queries"])
+            ks.append(int(p.get("k", 50)))
+        kmax = max(ks) if ks else 50
+        hits = index.search_many(flat, k=kmax) if flat else []
+        out, pos = [], 0
+        for p, k in zip(payloads, ks, strict=True):
+            n = len(p["queries"])
+            out.append([[candidate_dict(c) for c in h[:k]] for h in hits[pos : pos + n]])
+            pos += n
+        return out
+
+    return tool
