@@ -153,7 +153,8 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
         counts[table] = sum(1 for s in sources if s.files)
         con.execute(f"CREATE OR REPLACE VIEW {table} AS {_union_sql(table, sources, root, ('kb_version',))}")
         con.execute(
-            f"CREATE OR REPLACE VIEW latest_{table} AS SELECT * FROM {table} WHERE kb_version = {sql_literal(latest_kb)}"
+            f"CREATE OR REPLACE VIEW latest_{table} AS SELECT * FROM {table} "
+            f"WHERE kb_version = {sql_literal(latest_kb)}"
         )
 
     ds_versions = complete_dataset_versions(root)
@@ -168,7 +169,9 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
     latest_ds: dict[str, str] = {}
     for d, v, _ in ds_versions:
         latest_ds[d] = v
-    cond = " OR ".join(f"(dataset = {sql_literal(d)} AND dataset_version = {sql_literal(v)})" for d, v in latest_ds.items())
+    cond = " OR ".join(
+        f"(dataset = {sql_literal(d)} AND dataset_version = {sql_literal(v)})" for d, v in latest_ds.items()
+    )
     con.execute(f"CREATE OR REPLACE VIEW latest_questions AS SELECT * FROM questions WHERE {cond or 'false'}")
 
     runs = complete_runs(root)

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}$")
+_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._=+-]{0,199}$")
 
 
 class LayoutError(ValueError):

@@ -72,6 +72,7 @@ def publish_kb_artifact(version: str, root: str) -> None:
     counts = m.get("row_counts", {})
     lines = [f"# KB `{version}`", "", "| table | rows |", "|---|---:|"]
     lines += [f"| {t} | {n:,} |" for t, n in sorted(counts.items())]
-    lines += ["", f"Rejected records: **{counts.get('rejects', 0):,}**", "", f"Folder: `{layout.kb_dir(version, Path(root))}`"]
+    lines += ["", f"Rejected records: **{counts.get('rejects', 0):,}**", "",
+              f"Folder: `{layout.kb_dir(version, Path(root))}`"]
     create_markdown_artifact(markdown="\n".join(lines), key=f"kb-{version.lower().replace('.', '-')}"[:60],
                              description=f"KB build {version}")

@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 
 from storage import layout
-from storage.catalog import sql_literal, register_parquet_view
+from storage.catalog import register_parquet_view, sql_literal
 from storage.manifest import now_iso, write_json_atomic, write_manifest
 from storage.parquet_io import PartWriter, part_files
 from storage.schemas import KB_TABLES, schema_for

@@ -70,7 +70,8 @@ def resolve_kb(kb: str | None, root: Path | None = None) -> str | None:
     named = [v for v, m in complete_kb_versions(root) if m.get("name") == kb]
     if named:
         return named[-1]
-    raise LookupError(f"no published KB named {kb!r}; available: {', '.join(versions) or 'none (run linkedqa kb build)'}")
+    available = ", ".join(versions) or "none (run linkedqa kb build)"
+    raise LookupError(f"no published KB named {kb!r}; available: {available}")
 
 
 def prompt_hashes() -> dict[str, str]:

@@ -150,10 +150,8 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
         log(f"  shard {i + 1}/{plan.n_shards}: step {step}, {active} active item(s)")
 
     outputs, stats = run_agents(method.agent(ctx), questions, backend, tools, on_step=progress)
-    by_q = {q["question_id"]: q for q in questions}
     rows = []
     for o in outputs:
-        q = by_q[o["question_id"]]
         rows.append({
             "run_id": plan.run_id,
             "method": plan.config.method,

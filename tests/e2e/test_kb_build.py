@@ -36,7 +36,7 @@ def test_sample_kb_meets_the_measured_expectations(kb_home: str, con):
     # every table of the version has complete part files and the manifest was written last
     m = read_manifest(layout.kb_dir(kb_home))
     assert m["kb_version"] == kb_home
-    for table, n in m["row_counts"].items():
+    for table in m["row_counts"]:
         files = part_files(layout.kb_table_dir(kb_home, table))
         assert files, table
     assert not (layout.kb_dir(kb_home) / "_staging").exists()

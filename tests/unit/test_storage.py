@@ -131,7 +131,8 @@ def test_catalog_views_only_over_published_versions(home: Path):
     assert con.execute("select count(*) from entities").fetchone()[0] == 0
     con.close()
     write_manifest(v1, {"kind": "kb"})
-    write_table([{**ENTITY, "qid": "Q1"}, ENTITY], "entities", layout.kb_dir("v2") / "entities" / layout.part_name(0, 1))
+    v2_part = layout.kb_dir("v2") / "entities" / layout.part_name(0, 1)
+    write_table([{**ENTITY, "qid": "Q1"}, ENTITY], "entities", v2_part)
     write_manifest(layout.kb_dir("v2"), {"kind": "kb"})
     refresh_catalog()
     con = duckdb.connect(str(layout.catalog_path()), read_only=True)

@@ -1,0 +1,76 @@
+"""Process environment for the LLM stack (vLLM CPU, transformers, torch inductor).
+
+Nothing happens at import time: the CLI and the tests call :func:`configure_runtime_env` explicitly, *before*
+``import vllm`` / ``import transformers`` (several of these variables are read once, when those libraries are
+imported). Every variable is set with ``setdefault`` semantics: a value the user already exported always wins.
+
+Measured on the project's 2-core CPU machine (``../shared/stack/REPORT.md``, "vLLM CPU settings"):
+
+* ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``: by default vLLM keeps one core for its scheduler, so on 2 cores the
+  model runs on one core; 0 binds both (243 vs 141-158 tok/s batched).
+* ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: engine core and worker run inside the calling process; no process
+  spawns that re-import torch+vLLM (engine start 19 s instead of 47-68 s), and no
+  ``if __name__ == "__main__"`` guard is needed (pytest, Prefect tasks).
+* ``VLLM_CPU_KVCACHE_SPACE=2`` (GiB): 174,720 KV tokens, plenty for ``max_model_len=4096``.
+
+On a GPU machine the ``VLLM_CPU_*`` variables are ignored by vLLM; the in-process engine core also works
+there.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from storage import layout
+
+#: Fixed values (set only when absent from the environment).
+STATIC_DEFAULTS: dict[str, str] = {
+    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_CPU_KVCACHE_SPACE": "2",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    # vLLM usage statistics would try to reach stats.vllm.ai and write under ~/.config/vllm.
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+}
+
+
+def runtime_env_defaults(root: Path | None = None) -> dict[str, str]:
+    """The variables :func:`configure_runtime_env` would set, without touching ``os.environ``.
+
+    Args:
+        root: Data root (``LINKEDQA_HOME``); defaults to :func:`storage.layout.home`.
+
+    Returns:
+        Mapping of variable name to default value. Cache folders live under ``<root>/cache/`` so that
+        vLLM and torch write nothing to ``~/.cache`` or ``$TMPDIR`` (REPORT.md trap 11).
+    """
+    env = dict(STATIC_DEFAULTS)
+    env["VLLM_CACHE_ROOT"] = str(layout.cache_dir("vllm", root))
+    env["VLLM_CONFIG_ROOT"] = str(layout.cache_dir("vllm-config", root))
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(layout.cache_dir("torchinductor", root))
+    return env
+
+
+def configure_runtime_env(root: Path | None = None) -> dict[str, str]:
+    """Set the LLM runtime environment variables that are not already set.
+
+    Call it before importing vllm or transformers. Idempotent; never overrides a value the user exported.
+    ``HF_HOME`` and ``TMPDIR`` are deliberately left alone: a user's Hugging Face cache must stay reachable
+    for ``--model <hf id>``, and ``TMPDIR`` is the user's choice.
+
+    Args:
+        root: Data root (``LINKEDQA_HOME``); defaults to :func:`storage.layout.home`.
+
+    Returns:
+        The variables this call actually set (name -> value); empty when everything was already set.
+    """
+    applied: dict[str, str] = {}
+    for name, value in runtime_env_defaults(root).items():
+        if name not in os.environ:
+            os.environ[name] = value
+            applied[name] = value
+    return applied

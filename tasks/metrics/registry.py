@@ -1,0 +1,335 @@
+"""Metric registry: metric names (DESIGN.md §10) -> functions over joined prediction/question items.
+
+Inputs: ``predictions`` rows and ``questions`` rows (dicts shaped like the tables in ``storage.schemas``, or a
+pyarrow table / polars frame of them), joined on ``question_id``. Outputs: per-item scores (for the
+``predictions.scores`` map) and summary rows ``{metric, value, n}`` (for the ``metrics`` table); or the
+mergeable :class:`~tasks.metrics.base.MetricResult` objects themselves (:func:`compute_results`), which
+combine across shards with :func:`~tasks.metrics.base.merge_results`.
+
+Which columns each metric reads:
+
+- ``precision``, ``recall``, ``accuracy``, ``micro_*``: ``predicted_entities`` vs ``gold_entities``.
+- ``recall@k``, ``hit1``: ``ranked_entities`` if the row has it, else ``predicted_entities``, vs
+  ``gold_entities``.
+- ``em``, ``f1``, ``acc_sub``: ``answer`` vs ``gold_answers``.
+- ``strategyqa_acc``, ``invalid_count``: ``answer`` vs ``gold_answers`` (one boolean).
+- ``ndcg@k``, ``topk_acc@k``, ``mrr_retrieval``: ``retrieved_texts`` (required) vs ``gold_answers``.
+- ``qald_*``: ``answers`` (else ``[answer]``) vs ``gold_answer_qids`` when non-empty, else ``gold_answers``.
+
+A question whose gold column is null (not annotated) is not scored by that metric and not counted in ``n``.
+``ranked_entities`` and ``retrieved_texts`` are not columns of the ``predictions`` table: callers that
+have them (the ``search-recall`` and retrieval runs) add them to the rows they pass in. Any metric name of the
+form ``recall@k``, ``ndcg@k`` or ``topk_acc@k`` is accepted, not only the pre-registered k.
+
+Errors raise :class:`~tasks.metrics.base.MetricError`: unknown metric, a prediction whose question is missing,
+repeated question ids, malformed gold values.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tasks.metrics.base import MetricError, MetricResult, merge_results
+from tasks.metrics.linking import DEFAULT_KS, LINKING_METRICS, hit_at_1, linking_metrics, recall_at_k
+from tasks.metrics.qa import RETRIEVAL_KS, acc_sub, em, f1, retrieval_metrics, strategyqa_metrics
+from tasks.metrics.qald import QALD_METRICS, qald_metrics
+
+__all__ = [
+    "METRICS",
+    "EvalItem",
+    "MetricError",
+    "compute",
+    "compute_results",
+    "get_metric",
+    "join_items",
+    "merge_results",
+    "metric_names",
+    "per_item_scores",
+    "summarize",
+]
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    """One prediction joined with its question: everything any metric reads.
+
+    ``None`` in a gold field means "not annotated" (the item is skipped by metrics reading that field).
+    """
+
+    question_id: str
+    predicted_entities: list[str] | None = None
+    ranked_entities: list[Any] | None = None
+    answer: str | None = None
+    answers: list[str] | None = None
+    retrieved_texts: list[str] | None = None
+    has_retrieved: bool = False
+    gold_entities: list[str] | None = None
+    gold_answers: list[str] | None = None
+    gold_answer_qids: list[str] | None = None
+
+
+# ------------------------------------------------------------------------------------------- families
+def _ids(items: Sequence[EvalItem]) -> list[str]:
+    return [it.question_id for it in items]
+
+
+def _fam_linking(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
+    sel = [it for it in items if it.gold_entities is not None]
+    return linking_metrics([it.predicted_entities for it in sel], [it.gold_entities for it in sel], _ids(sel))
+
+
+def _ranked(it: EvalItem) -> list[Any] | None:
+    return it.ranked_entities if it.ranked_entities is not None else it.predicted_entities
+
+
+def _fam_recall(items: Sequence[EvalItem], ks: tuple[int, ...]) -> dict[str, MetricResult]:
+    sel = [it for it in items if it.gold_entities is not None]
+    return recall_at_k([_ranked(it) for it in sel], [it.gold_entities for it in sel], ks, _ids(sel))
+
+
+def _fam_hit1(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
+    sel = [it for it in items if it.gold_entities is not None]
+    return {"hit1": hit_at_1([_ranked(it) for it in sel], [it.gold_entities for it in sel], _ids(sel))}
+
+
+def _fam_answer(fn: Callable[..., MetricResult], items: Sequence[EvalItem], _ks: tuple[int, ...]):
+    sel = [it for it in items if it.gold_answers is not None]
+    res = fn([it.answer for it in sel], [it.gold_answers for it in sel], _ids(sel))
+    return {res.name: res}
+
+
+def _fam_strategyqa(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
+    sel = [it for it in items if it.gold_answers]
+    return strategyqa_metrics([it.answer for it in sel], [it.gold_answers for it in sel], _ids(sel))
+
+
+def _fam_retrieval(items: Sequence[EvalItem], ks: tuple[int, ...]) -> dict[str, MetricResult]:
+    missing = [it.question_id for it in items if not it.has_retrieved]
+    if missing:
+        raise MetricError(
+            f"retrieval metrics need 'retrieved_texts' in the prediction rows; missing for {len(missing)} "
+            f"items, e.g. {missing[:3]}"
+        )
+    sel = [it for it in items if it.gold_answers is not None]
+    return retrieval_metrics(
+        [it.retrieved_texts or [] for it in sel], [it.gold_answers for it in sel], ks, _ids(sel)
+    )
+
+
+def _qald_pred(it: EvalItem) -> list[str]:
+    if it.answers is not None:
+        return it.answers
+    return [it.answer] if it.answer else []
+
+
+def _qald_gold(it: EvalItem) -> list[str] | None:
+    if it.gold_answer_qids:
+        return it.gold_answer_qids
+    if it.gold_answers is not None:
+        return it.gold_answers
+    return [] if it.gold_answer_qids is not None else None
+
+
+def _fam_qald(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
+    sel = [it for it in items if _qald_gold(it) is not None]
+    return qald_metrics([_qald_pred(it) for it in sel], [_qald_gold(it) for it in sel], _ids(sel))
+
+
+_Family = Callable[[Sequence[EvalItem], tuple[int, ...]], dict[str, MetricResult]]
+
+#: Fixed names -> family.
+_FIXED: dict[str, _Family] = {
+    **dict.fromkeys(LINKING_METRICS, _fam_linking),
+    "hit1": _fam_hit1,
+    "em": functools.partial(_fam_answer, em),
+    "f1": functools.partial(_fam_answer, f1),
+    "acc_sub": functools.partial(_fam_answer, acc_sub),
+    "strategyqa_acc": _fam_strategyqa,
+    "invalid_count": _fam_strategyqa,
+    "mrr_retrieval": _fam_retrieval,
+    **dict.fromkeys(QALD_METRICS, _fam_qald),
+}
+#: ``prefix@k`` names -> family.
+_PER_K: dict[str, _Family] = {"recall": _fam_recall, "ndcg": _fam_retrieval, "topk_acc": _fam_retrieval}
+_K_NAME = re.compile(r"^(recall|ndcg|topk_acc)@([1-9][0-9]*)$")
+
+
+def _resolve(name: str) -> tuple[_Family, int | None]:
+    if name in _FIXED:
+        return _FIXED[name], None
+    m = _K_NAME.match(name)
+    if m:
+        return _PER_K[m.group(1)], int(m.group(2))
+    raise MetricError(
+        f"unknown metric {name!r}; known: {', '.join(metric_names())} (and any recall|ndcg|topk_acc@k)"
+    )
+
+
+def _single(name: str, items: Sequence[EvalItem]) -> MetricResult:
+    family, k = _resolve(name)
+    return family(items, (k,) if k is not None else RETRIEVAL_KS)[name]
+
+
+def get_metric(name: str) -> Callable[[Sequence[EvalItem]], MetricResult]:
+    """The function computing metric ``name`` over joined items (any ``recall|ndcg|topk_acc@k`` accepted).
+
+    Raises:
+        MetricError: Unknown name.
+    """
+    _resolve(name)
+    return functools.partial(_single, name)
+
+
+def metric_names() -> list[str]:
+    """Pre-registered metric names."""
+    return list(METRICS)
+
+
+#: Registered metrics: name -> function(items) -> MetricResult.
+METRICS: dict[str, Callable[[Sequence[EvalItem]], MetricResult]] = {
+    name: functools.partial(_single, name)
+    for name in [
+        *_FIXED,
+        *(f"recall@{k}" for k in DEFAULT_KS),
+        *(f"ndcg@{k}" for k in RETRIEVAL_KS),
+        *(f"topk_acc@{k}" for k in RETRIEVAL_KS),
+    ]
+}
+
+
+# ------------------------------------------------------------------------------------------------ rows
+def _rows(data: Any) -> list[Mapping[str, Any]]:
+    if hasattr(data, "to_pylist"):
+        return data.to_pylist()
+    if hasattr(data, "to_dicts"):
+        return data.to_dicts()
+    return list(data)
+
+
+def _list(value: Any, field: str, qid: str) -> list[Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise MetricError(f"{qid}: {field} is not a JSON list: {value[:80]!r}") from exc
+            if isinstance(parsed, list):
+                return parsed
+        raise MetricError(f"{qid}: {field} must be a list, got the string {value[:80]!r}")
+    return list(value)
+
+
+def join_items(predictions: Any, questions: Any) -> list[EvalItem]:
+    """Join prediction rows with question rows on ``question_id``.
+
+    Args:
+        predictions: Rows (dicts), a pyarrow table or a polars frame of predictions.
+        questions: Rows of the questions those predictions answer (extra questions are ignored).
+
+    Returns:
+        One item per prediction, in prediction order.
+
+    Raises:
+        MetricError: Repeated question ids on either side, or a prediction whose question is missing.
+    """
+    qrows: dict[str, Mapping[str, Any]] = {}
+    for q in _rows(questions):
+        qid = str(q["question_id"])
+        if qid in qrows:
+            raise MetricError(f"question_id {qid!r} repeats in the questions")
+        qrows[qid] = q
+    items: list[EvalItem] = []
+    seen: set[str] = set()
+    for p in _rows(predictions):
+        qid = str(p["question_id"])
+        if qid in seen:
+            raise MetricError(f"question_id {qid!r} repeats in the predictions")
+        seen.add(qid)
+        q = qrows.get(qid)
+        if q is None:
+            raise MetricError(f"prediction for unknown question {qid!r}")
+        items.append(
+            EvalItem(
+                question_id=qid,
+                predicted_entities=_list(p.get("predicted_entities"), "predicted_entities", qid),
+                ranked_entities=_list(p.get("ranked_entities"), "ranked_entities", qid),
+                answer=p.get("answer"),
+                answers=_list(p.get("answers"), "answers", qid),
+                retrieved_texts=_list(p.get("retrieved_texts"), "retrieved_texts", qid),
+                has_retrieved="retrieved_texts" in p,
+                gold_entities=_list(q.get("gold_entities"), "gold_entities", qid),
+                gold_answers=_list(q.get("gold_answers"), "gold_answers", qid),
+                gold_answer_qids=_list(q.get("gold_answer_qids"), "gold_answer_qids", qid),
+            )
+        )
+    return items
+
+
+def compute_results(names: Iterable[str], predictions: Any, questions: Any) -> dict[str, MetricResult]:
+    """Compute metrics as mergeable results (each family of metrics is computed once).
+
+    Args:
+        names: Metric names.
+        predictions: Prediction rows (see :func:`join_items`).
+        questions: Question rows.
+
+    Returns:
+        ``{name: MetricResult}`` in the order of ``names``.
+
+    Raises:
+        MetricError: Unknown metric or bad inputs.
+    """
+    names = list(dict.fromkeys(names))
+    plan: dict[_Family, set[int]] = {}
+    for name in names:
+        family, k = _resolve(name)
+        plan.setdefault(family, set())
+        if k is not None:
+            plan[family].add(k)
+    items = join_items(predictions, questions)
+    computed: dict[str, MetricResult] = {}
+    for family, ks in plan.items():
+        computed.update(family(items, tuple(sorted(ks)) or RETRIEVAL_KS))
+    return {name: computed[name] for name in names}
+
+
+def per_item_scores(results: Mapping[str, MetricResult]) -> dict[str, dict[str, float]]:
+    """Pivot results to ``{question_id: {metric: score}}`` (items a metric did not score are left out)."""
+    out: dict[str, dict[str, float]] = {}
+    for name, res in results.items():
+        for qid, score in res.per_item.items():
+            out.setdefault(qid, {})[name] = score
+    return out
+
+
+def summarize(results: Mapping[str, MetricResult]) -> list[dict[str, Any]]:
+    """Summary rows ``{"metric", "value", "n"}`` in the order of ``results``."""
+    return [{"metric": name, "value": res.value, "n": res.n} for name, res in results.items()]
+
+
+def compute(
+    names: Iterable[str], predictions: Any, questions: Any
+) -> tuple[dict[str, dict[str, float]], list[dict[str, Any]]]:
+    """Compute metrics over predictions joined with their questions.
+
+    Args:
+        names: Metric names (DESIGN.md §10).
+        predictions: Prediction rows (dicts, pyarrow table or polars frame).
+        questions: Question rows.
+
+    Returns:
+        ``(per_item, summary)``: ``{question_id: {metric: score}}`` and ``[{"metric", "value", "n"}, ...]``.
+
+    Raises:
+        MetricError: Unknown metric or bad inputs.
+    """
+    results = compute_results(names, predictions, questions)
+    return per_item_scores(results), summarize(results)

@@ -1,0 +1,475 @@
+"""Shared machinery of the on-disk BM25 indexes (tantivy): atomic build, open, batched search.
+
+Inputs: an iterable of row dicts (streamed, never held in memory as a whole). Outputs: an index folder::
+
+    <folder>/tantivy/        tantivy index (memory-mapped by tantivy's MmapDirectory)
+    <folder>/docs.arrow      Arrow IPC file, one row per indexed document (memory-mapped on open); the fast
+                             read path for candidates: a hit's ``row`` fast field is its row number here
+    <folder>/meta.json       written last: doc count, build time, size, parameters
+
+A folder is complete when ``meta.json`` exists. Builds happen in a hidden sibling folder
+(``.<name>.building-<pid>-<hex>``) that is renamed onto ``<folder>`` at the end, so a crash never leaves a
+half-built index under the final name, and a second ``build`` of a finished folder is a no-op.
+
+User text never reaches tantivy's query grammar raw: :func:`query_key` keeps letters and digits only
+(casefolded, accents stripped), so quotes, colons, parentheses, ``AND``/``OR``/``NOT``, ``*``, ``-`` and
+``field:value`` are plain text; ``parse_query_lenient`` is still used so that nothing can make a search raise.
+Exact matches of the whole key against a name or alias get a constant bonus on top of BM25 (the behaviour of
+Wikidata's own entity search, where the exact label wins).
+
+Subclasses (``EntityIndex``, ``TitleIndex``, ``PassageIndex``) declare fields and turn rows into documents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import shutil
+import time
+import unicodedata
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import pyarrow as pa
+import tantivy
+
+from storage.manifest import now_iso, write_json_atomic
+
+META = "meta.json"
+DOCS = "docs.arrow"
+TANTIVY_DIR = "tantivy"
+ANALYZER = "lq_text"
+STORE_ONLY = "lq_store_only"
+FORMAT_VERSION = 1
+_BATCH_ROWS = 8192
+
+
+class SearchIndexError(RuntimeError):
+    """Base error of the search indexes."""
+
+
+class IndexNotFound(SearchIndexError, FileNotFoundError):
+    """The folder holds no finished index (no ``meta.json``)."""
+
+
+class IndexKindMismatch(SearchIndexError):
+    """The folder holds an index of another kind (e.g. a TitleIndex opened as EntityIndex)."""
+
+
+def query_key(text: str | None) -> str:
+    """Normalise text for exact matching and safe query parsing.
+
+    Casefolds, strips accents (NFKD, combining marks dropped), replaces every character that is not a
+    letter or digit by a space and collapses spaces. ``"Boston, MA"`` and ``"boston  ma"`` give the same key.
+
+    Args:
+        text: Any user or KB text (``None`` is treated as empty).
+
+    Returns:
+        The key; ``""`` for empty or all-punctuation text.
+    """
+    if not text:
+        return ""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    chars = [" " if not c.isalnum() else c for c in decomposed if not unicodedata.combining(c)]
+    return " ".join("".join(chars).split())
+
+
+def raw_key(text: str | None) -> str:
+    """Casefolded text with whitespace collapsed, punctuation kept: ``"Oklahoma!"`` stays ``"oklahoma!"``."""
+    return " ".join(text.casefold().split()) if text else ""
+
+
+def text_analyzer() -> tantivy.TextAnalyzer:
+    """The analyzer of every tokenized field.
+
+    Splits on non-alphanumerics, drops tokens over 40 bytes, lowercases and ASCII-folds (so ``Moșanu`` and
+    ``Mosanu`` match).
+    """
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .build()
+    )
+
+
+def store_only_analyzer() -> tantivy.TextAnalyzer:
+    """An analyzer that emits no token: a text field using it is stored but not indexed."""
+    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(r"a^")).build()
+
+
+def register_analyzers(index: tantivy.Index) -> None:
+    """Register the analyzers every index of this package uses (needed at build and at every open)."""
+    index.register_tokenizer(ANALYZER, text_analyzer())
+    index.register_tokenizer(STORE_ONLY, store_only_analyzer())
+
+
+def folder_size(path: Path) -> int:
+    """Total size in bytes of the regular files under ``path``."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_stale_builds(folder: Path) -> None:
+    """Remove ``.<name>.building-<pid>-*`` siblings left by builders that are no longer running."""
+    prefix = f".{folder.name}.building-"
+    if not folder.parent.is_dir():
+        return
+    for p in folder.parent.iterdir():
+        if not p.name.startswith(prefix):
+            continue
+        try:
+            pid = int(p.name[len(prefix) :].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def read_meta(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The ``meta.json`` of a finished index folder, or ``None`` when the folder is not a finished index."""
+    path = Path(folder) / META
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def is_built(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` holds a finished index (``meta.json`` present)."""
+    return (Path(folder) / META).is_file()
+
+
+def prepare_build_folder(folder: Path, kind: str) -> Path:
+    """Check the target of a build and create its temporary sibling.
+
+    Args:
+        folder: Final index folder (must not exist, or be an empty folder).
+        kind: Index kind, used in error messages.
+
+    Returns:
+        The temporary build folder (created, empty).
+
+    Raises:
+        SearchIndexError: When ``folder`` exists, is not empty and is not a finished index (it is never
+            deleted).
+    """
+    if folder.exists():
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        else:
+            raise SearchIndexError(
+                f"cannot build {kind} into {folder}: it exists and holds no {META} "
+                "(not a finished index); remove it or choose another folder"
+            )
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale_builds(folder)
+    tmp = folder.parent / f".{folder.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp
+
+
+def publish_build(tmp: Path, folder: Path, meta: dict[str, Any]) -> bool:
+    """Write ``meta.json`` last inside ``tmp`` and rename ``tmp`` onto ``folder``.
+
+    Args:
+        tmp: Finished temporary build folder.
+        folder: Final folder.
+        meta: Metadata; ``size_bytes`` and ``built_at`` are added.
+
+    Returns:
+        ``True`` when this call published the index, ``False`` when a concurrent builder published first (the
+        temporary folder is then removed and the other build is kept).
+    """
+    meta = dict(meta)
+    meta["size_bytes"] = folder_size(tmp)
+    meta["built_at"] = now_iso()
+    write_json_atomic(tmp / META, meta)
+    try:
+        os.rename(tmp, folder)
+    except OSError:
+        if is_built(folder):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return True
+
+
+class BM25Index:
+    """Base class: a tantivy BM25 index plus an Arrow side table of the payload returned with each hit.
+
+    Subclasses set the class variables and implement :meth:`_tantivy_schema`, :meth:`_documents` and
+    :meth:`_make_hits`. Instances are read-only and cheap to share between threads of one process.
+    """
+
+    KIND: ClassVar[str] = "bm25"
+    #: Arrow schema of ``docs.arrow`` (payload returned with hits).
+    DOCS_SCHEMA: ClassVar[pa.Schema]
+    #: Tokenized fields searched by BM25, with their boosts; combined with a disjunction-max.
+    SEARCH_FIELDS: ClassVar[dict[str, float]]
+    #: Tie-breaker of the disjunction-max (0 = pure max of the fields' scores).
+    TIE_BREAKER: ClassVar[float] = 0.1
+    #: Raw (untokenized) fields holding :func:`query_key` of names, with the constant bonus of an exact match.
+    EXACT_FIELDS: ClassVar[dict[str, float]] = {}
+    #: Raw fields holding :func:`raw_key` of names (punctuation kept), with their bonus: separates
+    #: ``Oklahoma!`` from ``Oklahoma``, whose :func:`query_key` is the same.
+    RAW_EXACT_FIELDS: ClassVar[dict[str, float]] = {}
+    #: Default number of hits.
+    DEFAULT_K: ClassVar[int] = 50
+
+    def __init__(self, folder: Path, meta: dict[str, Any]):
+        self.folder = folder
+        self.meta = meta
+        self._index = tantivy.Index.open(str(folder / TANTIVY_DIR))
+        register_analyzers(self._index)
+        self._schema = self._index.schema
+        self._searcher = self._index.searcher()
+        self._docs: pa.Table = pa.ipc.open_file(pa.memory_map(str(folder / DOCS), "r")).read_all()
+        self._has_popularity = "popularity" in self._docs.column_names and self._docs.column(
+            "popularity"
+        ).null_count < len(self._docs)
+
+    # ----------------------------------------------------------------------------------------- subclass API
+    @classmethod
+    def _tantivy_schema(cls) -> tantivy.Schema:
+        raise NotImplementedError
+
+    @classmethod
+    def _documents(
+        cls, rows: Iterable[dict[str, Any]], stats: dict[str, int]
+    ) -> Iterator[tuple[tantivy.Document, dict[str, Any]]]:
+        """Yield ``(tantivy document without the row field, docs.arrow row)`` per kept input row."""
+        raise NotImplementedError
+
+    def _make_hits(self, columns: dict[str, list[Any]], scores: list[float]) -> list[Any]:
+        """Build hit objects column-wise from ``docs.arrow`` columns (taken in hit order) and scores."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------------------- build / open
+    @classmethod
+    def build(
+        cls,
+        folder: str | os.PathLike[str],
+        rows: Iterable[dict[str, Any]],
+        *,
+        heap_mb: int = 256,
+        threads: int = 1,
+        extra_meta: dict[str, Any] | None = None,
+    ) -> Self:
+        """Build the index atomically into ``folder`` and open it; a finished folder is opened, not rebuilt.
+
+        Args:
+            folder: Target folder (usually ``storage.layout.index_dir(kb_version, name)``).
+            rows: Input rows (streamed once).
+            heap_mb: Indexing memory budget of tantivy's writer, in MB (at least 15 MB per thread).
+            threads: Indexing threads (1 keeps one segment on small inputs; more helps on large ones).
+            extra_meta: More keys for ``meta.json`` (e.g. the KB version and input hashes).
+
+        Returns:
+            The opened index.
+
+        Raises:
+            SearchIndexError: When ``folder`` exists but is not a finished index.
+        """
+        folder = Path(folder)
+        if is_built(folder):
+            return cls.open(folder)
+        tmp = prepare_build_folder(folder, cls.KIND)
+        t0 = time.perf_counter()
+        writer = None
+        try:
+            stats = {"rows_in": 0, "docs": 0, "duplicates_skipped": 0, "rows_skipped": 0}
+            index = tantivy.Index(cls._tantivy_schema(), path=str(_mkdir(tmp / TANTIVY_DIR)))
+            register_analyzers(index)
+            writer = index.writer(max(heap_mb, 15 * threads) * 1_000_000, threads)
+            with pa.OSFile(str(tmp / DOCS), "wb") as sink, pa.ipc.new_file(sink, cls.DOCS_SCHEMA) as out:
+                buf: list[dict[str, Any]] = []
+                for doc, payload in cls._documents(rows, stats):
+                    doc.add_integer("row", stats["docs"])
+                    writer.add_document(doc)
+                    buf.append(payload)
+                    stats["docs"] += 1
+                    if len(buf) >= _BATCH_ROWS:
+                        out.write_batch(pa.RecordBatch.from_pylist(buf, schema=cls.DOCS_SCHEMA))
+                        buf.clear()
+                if buf:
+                    out.write_batch(pa.RecordBatch.from_pylist(buf, schema=cls.DOCS_SCHEMA))
+            writer.commit()
+            writer.wait_merging_threads()
+            index.reload()
+            searcher = index.searcher()
+            if searcher.num_docs != stats["docs"]:
+                raise SearchIndexError(
+                    f"{cls.KIND}: tantivy holds {searcher.num_docs} docs, expected {stats['docs']}"
+                )
+            meta = {
+                "kind": cls.KIND,
+                "format_version": FORMAT_VERSION,
+                "doc_count": stats["docs"],
+                "segments": searcher.num_segments,
+                "build_s": round(time.perf_counter() - t0, 3),
+                "stats": stats,
+                "search_fields": cls.SEARCH_FIELDS,
+                "exact_fields": cls.EXACT_FIELDS,
+                "raw_exact_fields": cls.RAW_EXACT_FIELDS,
+                "tie_breaker": cls.TIE_BREAKER,
+                "tantivy": getattr(tantivy, "__version__", "?"),
+                **(extra_meta or {}),
+            }
+            del searcher, index, writer
+            writer = None
+            publish_build(tmp, folder, meta)
+        except BaseException:
+            if writer is not None:  # stop tantivy's threads before deleting their files
+                with contextlib.suppress(Exception):  # best effort: the folder is deleted anyway
+                    writer.rollback()
+                del writer
+                gc.collect()
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return cls.open(folder)
+
+    @classmethod
+    def open(cls, folder: str | os.PathLike[str]) -> Self:
+        """Open a finished index (memory-mapped).
+
+        Raises:
+            IndexNotFound: No ``meta.json`` in ``folder``.
+            IndexKindMismatch: The folder holds another kind of index.
+        """
+        folder = Path(folder)
+        meta = read_meta(folder)
+        if meta is None:
+            raise IndexNotFound(f"no finished {cls.KIND} index in {folder} (missing {META}); build it first")
+        if meta.get("kind") != cls.KIND:
+            raise IndexKindMismatch(f"{folder} holds a {meta.get('kind')!r} index, not {cls.KIND!r}")
+        return cls(folder, meta)
+
+    def __len__(self) -> int:
+        return int(self.meta["doc_count"])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.folder)!r}, docs={len(self)})"
+
+    # ----------------------------------------------------------------------------------------------- search
+    def _query(self, key: str, raw: str = "") -> tantivy.Query:
+        per_field = []
+        for field, boost in self.SEARCH_FIELDS.items():
+            q, _errors = self._index.parse_query_lenient(key, [field])
+            per_field.append(q if boost == 1.0 else tantivy.Query.boost_query(q, boost))
+        bm25 = (
+            per_field[0]
+            if len(per_field) == 1
+            else tantivy.Query.disjunction_max_query(per_field, self.TIE_BREAKER)
+        )
+        if not self.EXACT_FIELDS and not self.RAW_EXACT_FIELDS:
+            return bm25
+        clauses = [(tantivy.Occur.Should, bm25)]
+        exact = [(f, b, key) for f, b in self.EXACT_FIELDS.items()]
+        exact += [(f, b, raw) for f, b in self.RAW_EXACT_FIELDS.items() if raw]
+        for field, bonus, value in exact:
+            term = tantivy.Query.term_query(self._schema, field, value)
+            clauses.append((tantivy.Occur.Should, tantivy.Query.const_score_query(term, bonus)))
+        return tantivy.Query.boolean_query(clauses)
+
+    def search_many(self, queries: Sequence[str], k: int | None = None) -> list[list[Any]]:
+        """Top-``k`` hits for each query, in one batched call.
+
+        One searcher is reused for every query; the hits' row numbers are read from a fast field in one
+        call and their payload taken from the memory-mapped side table in one ``take``. Empty or
+        all-punctuation queries give ``[]``. Ties (equal scores) are broken by popularity (more sitelinks
+        first) when the index has it, then by row order.
+
+        Args:
+            queries: Query strings (any user text).
+            k: Hits per query (default ``DEFAULT_K``).
+
+        Returns:
+            One list of hits per query, best first.
+        """
+        k = self.DEFAULT_K if k is None else int(k)
+        if k <= 0:
+            return [[] for _ in queries]
+        fetch = k + 16 if self._has_popularity else k
+        per_query: list[list[tuple[float, tantivy.DocAddress]]] = []
+        for text in queries:
+            key = query_key(text)
+            if not key:
+                per_query.append([])
+                continue
+            query = self._query(key, raw_key(text))
+            per_query.append(self._searcher.search(query, fetch, count=False).hits)
+        flat = [addr for hits in per_query for _, addr in hits]
+        if not flat:
+            return [[] for _ in queries]
+        rows = self._searcher.fast_field_values("row", flat)
+        scores = [float(score) for hits in per_query for score, _ in hits]
+        counts = [len(hits) for hits in per_query]
+        if self._has_popularity:
+            pop = self._docs.column("popularity").take(pa.array(rows, type=pa.int64())).to_pylist()
+            perm: list[int] = []
+            start = 0
+            for n in counts:
+                span = range(start, start + n)
+                perm.extend(sorted(span, key=lambda i: (-scores[i], -(pop[i] or 0), rows[i]))[:k])
+                start += n
+            counts = [min(n, k) for n in counts]
+            rows = [rows[i] for i in perm]
+            scores = [scores[i] for i in perm]
+        taken = self._docs.take(pa.array(rows, type=pa.int64()))
+        hits_flat = self._make_hits(
+            {name: taken.column(name).to_pylist() for name in taken.column_names}, scores
+        )
+        out: list[list[Any]] = []
+        start = 0
+        for n in counts:
+            out.append(hits_flat[start : start + n])
+            start += n
+        return out
+
+    def search(self, query: str, k: int | None = None) -> list[Any]:
+        """Hits of one query (``search_many`` with one query)."""
+        return self.search_many([query], k)[0]
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def add_texts(doc: tantivy.Document, field: str, values: Iterable[str | None]) -> None:
+    """Add each non-empty value to a (multi-valued) text field."""
+    for v in values:
+        if v:
+            doc.add_text(field, v)
+
+
+def clean_list(value: Any) -> list[str]:
+    """A list of non-empty, de-duplicated strings from ``None``, a string or any iterable of strings."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    seen: dict[str, None] = {}
+    for v in value:
+        if v is None:
+            continue
+        s = str(v).strip()
+        if s:
+            seen.setdefault(s, None)
+    return list(seen)

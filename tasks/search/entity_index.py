@@ -1,0 +1,120 @@
+"""BM25 entity search over Wikidata labels and aliases (ELA's "Wikidata" source, DESIGN.md §4).
+
+Inputs: rows shaped like the ``entities`` table (``qid``, ``label``, ``description``, ``aliases`` list,
+optional ``sitelinks`` / ``popularity``). Outputs: an on-disk tantivy index folder (see ``tasks.search.bm25``)
+and, at query time, ranked :class:`Candidate` lists.
+
+Ranking: BM25 on the label (boost 2.0) and on the aliases, combined with a disjunction-max (tie-breaker 0.1),
+so an entity is scored by its best-matching field rather than by how many aliases repeat the query words;
+plus a constant bonus when the whole normalised query equals the label (10) or an alias (5), and 1 more
+when it equals the label with punctuation kept. Equal scores are
+ordered by popularity (sitelinks), more first. One document per QID: later rows with a QID already seen are
+skipped and counted in ``meta.json``.
+
+Example::
+
+    idx = EntityIndex.build(index_dir(kb_version, "entities-bm25"), rows)
+    idx.search_many(["Boston", "Gabon"], k=50)[0][0]   # Candidate(qid='Q100', title='Boston', ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import tantivy
+
+from tasks.search.bm25 import ANALYZER, STORE_ONLY, BM25Index, add_texts, clean_list, query_key, raw_key
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One search hit shown to an agent: an entity (or article) with its description and BM25 score.
+
+    Attributes:
+        qid: Wikidata id; ``None`` for a Wikipedia article without a known QID.
+        title: Entity label, or Wikipedia article title.
+        description: Wikidata description, or the article's lead paragraph.
+        score: Retrieval score (higher is better; comparable only within one query).
+        page_id: Wikipedia page id (title search only, when known).
+    """
+
+    qid: str | None
+    title: str
+    description: str | None
+    score: float
+    page_id: int | None = None
+
+
+class EntityIndex(BM25Index):
+    """BM25 over entity labels + aliases; see the module docstring for the ranking."""
+
+    KIND: ClassVar[str] = "entity-bm25"
+    DOCS_SCHEMA: ClassVar[pa.Schema] = pa.schema(
+        [
+            pa.field("qid", pa.string(), nullable=False),
+            pa.field("label", pa.string()),
+            pa.field("description", pa.string()),
+            pa.field("popularity", pa.int64()),
+        ]
+    )
+    SEARCH_FIELDS: ClassVar[dict[str, float]] = {"label": 2.0, "aliases": 1.0}
+    EXACT_FIELDS: ClassVar[dict[str, float]] = {"label_exact": 10.0, "alias_exact": 5.0}
+    RAW_EXACT_FIELDS: ClassVar[dict[str, float]] = {"label_raw": 1.0}
+    DEFAULT_K: ClassVar[int] = 50
+
+    @classmethod
+    def _tantivy_schema(cls) -> tantivy.Schema:
+        sb = tantivy.SchemaBuilder()
+        sb.add_text_field("qid", stored=True, tokenizer_name="raw")
+        sb.add_text_field("label", stored=True, tokenizer_name=ANALYZER)
+        sb.add_text_field("aliases", stored=True, tokenizer_name=ANALYZER)
+        sb.add_text_field("description", stored=True, tokenizer_name=STORE_ONLY)
+        sb.add_text_field("label_exact", stored=False, tokenizer_name="raw", index_option="basic")
+        sb.add_text_field("alias_exact", stored=False, tokenizer_name="raw", index_option="basic")
+        sb.add_text_field("label_raw", stored=False, tokenizer_name="raw", index_option="basic")
+        sb.add_integer_field("row", stored=False, indexed=False, fast=True)
+        return sb.build()
+
+    @classmethod
+    def _documents(
+        cls, rows: Iterable[dict[str, Any]], stats: dict[str, int]
+    ) -> Iterator[tuple[tantivy.Document, dict[str, Any]]]:
+        seen: set[str] = set()
+        for row in rows:
+            stats["rows_in"] += 1
+            qid = (row.get("qid") or "").strip()
+            label = (row.get("label") or "").strip()
+            aliases = [a for a in clean_list(row.get("aliases")) if a != label]
+            if not qid or not (label or aliases):
+                stats["rows_skipped"] += 1
+                continue
+            if qid in seen:
+                stats["duplicates_skipped"] += 1
+                continue
+            seen.add(qid)
+            description = row.get("description") or None
+            popularity = row.get("popularity", row.get("sitelinks"))
+            doc = tantivy.Document()
+            doc.add_text("qid", qid)
+            add_texts(doc, "label", [label])
+            add_texts(doc, "aliases", aliases)
+            if description:
+                doc.add_text("description", description)
+            add_texts(doc, "label_exact", [query_key(label)])
+            add_texts(doc, "label_raw", [raw_key(label)])
+            add_texts(doc, "alias_exact", dict.fromkeys(query_key(a) for a in aliases))
+            yield (
+                doc,
+                {
+                    "qid": qid,
+                    "label": label or aliases[0],
+                    "description": description,
+                    "popularity": int(popularity) if popularity is not None else None,
+                },
+            )
+
+    def _make_hits(self, columns: dict[str, list[Any]], scores: list[float]) -> list[Candidate]:
+        return list(map(Candidate, columns["qid"], columns["label"], columns["description"], scores))

