@@ -129,7 +129,10 @@ def index_dir(kb_version: str, index_name: str, root: Path | None = None) -> Pat
 
 
 def models_root(root: Path | None = None) -> Path:
-    """Folder of converted models."""
+    """Folder of converted models: ``$LINKEDQA_MODELS`` when set (share 1.3 GB across homes), else ``<home>/models``."""
+    env = os.environ.get("LINKEDQA_MODELS")
+    if env and root is None:
+        return Path(env).resolve()
     return (root or home()) / "models"
 
 

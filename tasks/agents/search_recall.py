@@ -3,7 +3,8 @@
 Measures the candidate generator the agents depend on. Each gold mention ``{text, qid}`` is searched (all
 mentions of all questions in ONE batched call); the prediction stores, per mention, the ranked candidate
 QIDs as ``answers`` entries ``"<mention index>:<QID>"`` in rank order, so ``recall@k`` can be recomputed from
-stored predictions. ``scores['gold_in_kb']`` records whether every gold QID exists in the KB (coverage).
+stored predictions. ``scores['gold_in_kb']`` records whether every gold QID is findable by name in the KB
+(it has a label, an alias or a Wikipedia title there): the coverage of the KB, not of the search.
 """
 
 from __future__ import annotations
@@ -56,8 +57,12 @@ class SearchRecallMethod(Method):
         """Entity search tool and the KB's QID set (for coverage)."""
         from tasks.search.kb_indexes import search_tool
 
-        ents = read_table(layout.kb_table_dir(ctx.kb_version, "entities", ctx.root), "entities", ["qid"])
-        ctx.extra["kb_qids"] = set(pc.unique(ents["qid"]).to_pylist())
+        ents = read_table(layout.kb_table_dir(ctx.kb_version, "entities", ctx.root), "entities",
+                          ["qid", "label", "aliases", "enwiki_title"])
+        # covered = the gold entity is findable by name in this KB (label, alias or Wikipedia title)
+        named = pc.or_(pc.or_(pc.is_valid(ents["label"]), pc.is_valid(ents["enwiki_title"])),
+                       pc.greater(pc.list_value_length(ents["aliases"]), 0))
+        ctx.extra["kb_qids"] = set(ents.filter(named)["qid"].to_pylist())
         return {"entity_search": search_tool(ctx.kb_version, ctx.root, self.settings.source)}
 
     def agent(self, ctx: MethodContext):

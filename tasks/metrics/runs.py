@@ -54,7 +54,7 @@ def summary_metrics(family: str, preds: Sequence[Mapping[str, Any]],
     p, q = _prepare(family, preds, questions)
     _, summary = compute(FAMILIES[family], p, q)
     if family == "search":
-        covered = {r["question_id"] for r in preds if (r.get("scores") or {}).get("gold_in_kb") == 1.0}
+        covered = {r["question_id"] for r in preds if dict(r.get("scores") or {}).get("gold_in_kb") == 1.0}
         pc = [r for r in p if r["question_id"] in covered]
         _, cov = compute(FAMILIES[family], pc, q) if pc else (None, [])
         summary += [{**m, "metric": m["metric"] + "_covered"} for m in cov]

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage import layout
-from storage.manifest import now_iso, read_manifest, write_json_atomic, write_manifest
+from storage.manifest import git_sha, now_iso, read_manifest, write_json_atomic, write_manifest
 from storage.parquet_io import part_files, read_table, write_table
 from storage.schemas import PREDICTIONS
 from tasks.agents.base import MethodContext
@@ -233,6 +233,8 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
     questions = _all_questions(plan, root)
     method_cls = get_method(plan.config.method)
     shard_recs = [json.loads(p.read_text()) for p in sorted((rdir / "shards").glob("shard-*.json"))]
+    # a resumed run also spent the wall time of the shards finished by earlier attempts
+    wall_s += sum(r.get("wall_s", 0.0) for r in shard_recs if r.get("finished_at", "") < started_at)
     summary = summary_metrics(method_cls.metric_family, preds.to_pylist(), questions)
     summary += efficiency_metrics(preds, shard_recs, wall_s, root, plan)
     metric_rows = [
@@ -250,7 +252,7 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
         "config": json.dumps({"config": cfg.model_dump(mode="json", exclude={"base_url"}),
                               "settings": plan.method_settings}, sort_keys=True),
         "n_questions": len(ids), "n_shards": plan.n_shards, "n_errors": n_err,
-        "git_sha": None, "started_at": started_at, "finished_at": now_iso(), "wall_s": round(wall_s, 3),
+        "git_sha": git_sha(), "started_at": started_at, "finished_at": now_iso(), "wall_s": round(wall_s, 3),
     }], "runs", rdir / "runs" / layout.part_name(0, 1))
     write_manifest(rdir, {
         "kind": "run",
