@@ -41,6 +41,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 bench: $(STAMP)
+	$(BIN)/linkedqa kb build --sample
 	$(BIN)/python -m tests.bench.run_all
 
 report: $(STAMP)

@@ -21,6 +21,7 @@ def setup_env(verbose: bool = False) -> None:
     home = Path(os.environ.get("LINKEDQA_HOME") or "warehouse").resolve()
     os.environ["LINKEDQA_HOME"] = str(home)
     prefect_home = Path(os.environ.setdefault("PREFECT_HOME", str(home / ".prefect")))
+    prefect_home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_MEMO_STORE_PATH", str(prefect_home / "memo_store.toml"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
@@ -157,12 +158,27 @@ def run_config_from_args(a: argparse.Namespace):
                      max_model_len=a.max_model_len, base_url=a.base_url, cache=not a.no_cache)
 
 
+def validate_run(cfg) -> None:
+    """Fail fast (before starting Prefect or an engine) on an unknown method, setting or dataset."""
+    from storage import layout
+    from storage.catalog import complete_dataset_versions
+    from tasks.agents.registry import get_method
+    from tasks.datasets.registry import UnknownDataset, known_datasets
+
+    get_method(cfg.method).parse_settings(cfg.settings)
+    layout.safe_name(cfg.dataset, "dataset name")
+    imported = {d for d, _, _ in complete_dataset_versions()}
+    if cfg.dataset not in known_datasets() and cfg.dataset not in imported:
+        raise UnknownDataset(cfg.dataset)
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     """``linkedqa run METHOD``; the last stdout line is the run id."""
     from flows.run_method import run_method
     from tasks.runs.backends import close_backends
 
     cfg = run_config_from_args(a)
+    validate_run(cfg)
     try:
         run_id = run_method(cfg)
     finally:
@@ -344,11 +360,12 @@ def _error_kind(exc: BaseException) -> tuple[int, str]:
     from storage.layout import LayoutError
     from tasks.agents.base import UnknownSetting
     from tasks.agents.registry import UnknownMethod
+    from tasks.datasets.registry import UnknownDataset
     from tasks.dumps.base import DumpError
 
     if isinstance(exc, DumpError):
         return EXIT_DATA, "the input file is truncated or corrupt; nothing was published (re-download it)"
-    if isinstance(exc, UnknownMethod | UnknownSetting):
+    if isinstance(exc, UnknownMethod | UnknownSetting | UnknownDataset):
         return EXIT_USAGE, "see `linkedqa run --help`"
     if isinstance(exc, LayoutError):
         return EXIT_USAGE, "names may use letters, digits and . _ = + -"

@@ -26,7 +26,7 @@ from tasks.llm.types import ChatRequest, SamplingConfig
 PROMPTS = Path(__file__).parent / "prompts"
 SOURCE_NAMES = {"wikidata": "Wikidata", "wikipedia": "Wikipedia"}
 MAX_MENTIONS = 6
-DESC_CHARS = 120
+DESC_CHARS = 100
 
 _SEARCH_BLOCK = re.compile(r"<search>(.*?)(?:</search>|$)", re.S | re.I)
 _SEARCH_CALL = re.compile(r"Search\(((?:[^()\n]|\([^()\n]*\))*)\)", re.I)

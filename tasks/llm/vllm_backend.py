@@ -240,8 +240,13 @@ class VLLMBackend:
         return res
 
     @staticmethod
-    def sampling_params(req: ChatRequest) -> Any:
-        """``vllm.SamplingParams`` of one request (raises ``ValueError`` on invalid values)."""
+    def sampling_params(req: ChatRequest, is_cpu: bool = False) -> Any:
+        """``vllm.SamplingParams`` of one request (raises ``ValueError`` on invalid values).
+
+        On the CPU platform the per-request seed is left out: vLLM 0.32 CPU fails a whole batch that mixes
+        seeded requests with chunked prefill ("CPU Generator does not use offset"). The engine-level seed
+        still makes a run reproducible, and the response cache (keyed with the seed) makes replays exact.
+        """
         from vllm import SamplingParams
 
         s = req.sampling
@@ -251,7 +256,7 @@ class VLLMBackend:
             repetition_penalty=s.repetition_penalty,
             max_tokens=s.max_tokens,
             stop=list(s.stop) or None,
-            seed=s.seed,
+            seed=None if is_cpu else s.seed,
         )
 
     def _chat(self, reqs: list[ChatRequest], params: list[Any]) -> list[Completion]:
@@ -308,7 +313,7 @@ class VLLMBackend:
                     )
                     continue
                 try:
-                    params.append(self.sampling_params(req))
+                    params.append(self.sampling_params(req, self._entry.is_cpu))
                 except Exception as e:
                     out[i] = Completion(error=f"invalid sampling params: {e}", prompt_tokens=n)
                     continue

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from storage import layout
 from storage.catalog import complete_kb_versions, latest_kb_version
 from storage.manifest import config_hash, read_manifest
+from tasks.search.kb_indexes import INDEX_FORMAT
 
 RUN_FORMAT = 1
 
@@ -109,6 +110,7 @@ def make_run_id(cfg: RunConfig, method_settings: dict, dataset_version: str, spl
         "max_model_len": cfg.max_model_len,
         "kb": kb_version,
         "prompts": hashes,
+        "index_format": INDEX_FORMAT,
     }
     return layout.safe_name(f"{cfg.method}-{cfg.dataset}-{split}-{config_hash(body)}", "run id")
 

@@ -8,6 +8,7 @@ Inputs: the published KB tables (``kb/<version>/entities``, ``articles``). Outpu
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,8 @@ import pyarrow.parquet as pq
 from storage import layout
 from storage.parquet_io import part_files
 
+# Bump when what goes into an index changes (new folder => rebuilt; part of every run id).
+INDEX_FORMAT = 2
 _OPEN: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
 
@@ -29,6 +32,23 @@ def _iter_rows(kb_version: str, table: str, columns: list[str], root: Path) -> I
             yield from batch.to_pylist()
 
 
+_DISAMBIG = re.compile(r"\s*\([^)]*\)\s*$")
+
+
+def entity_doc(row: dict) -> dict:
+    """Searchable names of an entity: label (else the Wikipedia title) and aliases plus the title.
+
+    Without a label, the Wikipedia title minus a trailing "(...)" disambiguator is used: many sample-KB
+    entities come from the title<->QID map only, and the title is their English name.
+    """
+    title = row.get("enwiki_title")
+    label = row.get("label") or (_DISAMBIG.sub("", title) if title else None)
+    aliases = list(row.get("aliases") or [])
+    if title and title != label and title not in aliases:
+        aliases.append(title)
+    return {**row, "label": label, "aliases": aliases}
+
+
 def entity_index(kb_version: str, root: Path | None = None):
     """Open (building if needed) the labels+aliases BM25 index of a KB version."""
     from tasks.search.entity_index import EntityIndex
@@ -37,16 +57,11 @@ def entity_index(kb_version: str, root: Path | None = None):
     key = (str(root), f"entity:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            folder = layout.index_dir(kb_version, "entity-bm25", root)
+            folder = layout.index_dir(kb_version, f"entity-bm25.v{INDEX_FORMAT}", root)
             if not (folder / "meta.json").is_file():
-                rows = (
-                    r
-                    for r in _iter_rows(
-                        kb_version, "entities", ["qid", "label", "description", "aliases", "sitelinks"], root
-                    )
-                    if r["label"] or r["aliases"]
-                )
-                EntityIndex.build(folder, rows)
+                rows = _iter_rows(kb_version, "entities",
+                                  ["qid", "label", "description", "aliases", "enwiki_title", "sitelinks"], root)
+                EntityIndex.build(folder, (d for d in map(entity_doc, rows) if d["label"] or d["aliases"]))
             _OPEN[key] = EntityIndex.open(folder)
         return _OPEN[key]
 
@@ -59,7 +74,7 @@ def title_index(kb_version: str, root: Path | None = None):
     key = (str(root), f"title:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            folder = layout.index_dir(kb_version, "title-bm25", root)
+            folder = layout.index_dir(kb_version, f"title-bm25.v{INDEX_FORMAT}", root)
             if not (folder / "meta.json").is_file():
                 rows = _iter_rows(kb_version, "articles", ["page_id", "title", "qid", "lead"], root)
                 TitleIndex.build(folder, rows)

@@ -70,9 +70,12 @@ def test_determinism(embedded_llm) -> None:
     greedy = ask("Write one sentence about rivers.", max_tokens=32)
     a, b = embedded_llm.generate([greedy]), embedded_llm.generate([greedy])
     assert a[0].text == b[0].text and a[0].text
-    seeded = ask("Write one sentence about mountains.", max_tokens=32, temperature=0.9, seed=7)
-    c, d = embedded_llm.generate([seeded]), embedded_llm.generate([seeded])
-    assert c[0].text == d[0].text  # seeded sampling is reproducible too
+    if not embedded_llm._entry.is_cpu:
+        # per-request seeds are dropped on vLLM-CPU (they break mixed batches, see VLLMBackend.sampling_params);
+        # there, exact replays of sampled outputs come from the response cache (test_cached_vllm)
+        seeded = ask("Write one sentence about mountains.", max_tokens=32, temperature=0.9, seed=7)
+        c, d = embedded_llm.generate([seeded]), embedded_llm.generate([seeded])
+        assert c[0].text == d[0].text
 
 
 def test_engine_reused_in_process(embedded_llm, embedded_models_root: Path) -> None:

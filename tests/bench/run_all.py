@@ -1,0 +1,15 @@
+"""``make bench``: every benchmark script in turn (each prints ratios against a same-run baseline)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+SCRIPTS = ["tests.bench.bench_ingest", "tests.bench.bench_ela"]
+
+if __name__ == "__main__":
+    code = 0
+    for mod in SCRIPTS:
+        print(f"\n=== {mod}", flush=True)
+        code |= subprocess.call([sys.executable, "-m", mod, *sys.argv[1:]])
+    sys.exit(code)

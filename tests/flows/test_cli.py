@@ -1,0 +1,85 @@
+"""The ``linkedqa`` command line as users call it: --help everywhere, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, home: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LINKEDQA_HOME": str(home), "PREFECT_HOME": str(home / ".prefect")}
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _subcommands(parser, prefix=()):
+    for action in parser._actions:
+        if action.__class__.__name__ == "_SubParsersAction":
+            for name, sub in action.choices.items():
+                yield (*prefix, name)
+                yield from _subcommands(sub, (*prefix, name))
+
+
+def test_every_command_has_help(tmp_path: Path, capsys):
+    commands = list(_subcommands(build_parser()))
+    assert ("kb", "build") in commands and ("run",) in commands and ("eval",) in commands
+    for cmd in commands:
+        with pytest.raises(SystemExit) as exc:
+            build_parser().parse_args([*cmd, "--help"])
+        assert exc.value.code == 0
+        assert "usage: linkedqa" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["run", "bogus", "--dataset", "webqsp-el"], 2, "valid methods: ela"),
+        (["run", "ela", "--dataset", "webqsp-el", "--set", "nope=1"], 2, "valid keys: source"),
+        (["run", "ela", "--dataset", "webqsp-el", "--set", "k=many"], 2, "invalid --set value"),
+        (["run", "ela", "--dataset", "../etc"], 2, "invalid dataset name"),
+        (["run", "ela", "--dataset", "no-such-set"], 2, "unknown dataset 'no-such-set'"),
+        (["eval", "no-such-run"], 4, "unknown run"),
+    ],
+)
+def test_bad_usage_is_one_readable_line(tmp_path: Path, args, code, needle):
+    out = cli(*args, home=tmp_path / "wh")
+    assert out.returncode == code, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and needle in lines[0], out.stderr
+    assert lines[1].startswith("hint: ") and len(lines) == 2
+
+
+def test_data_import_reports_bad_lines(tmp_path: Path, data_root: Path):
+    real = json.loads((data_root / "webqsp-el/webqsp.test.entities.with_classes.json").read_text())[:3]
+    lines = [json.dumps({"id": r["question_id"], "question": r["utterance"], "gold_entities": [r["main_entity"]]})
+             for r in real]
+    lines.insert(1, "{not json")
+    lines.append(json.dumps({"id": "x", "gold_entities": []}))  # no question
+    f = tmp_path / "qs.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    out = cli("data", "import", str(f), "--name", "mine", home=tmp_path / "wh")
+    assert out.returncode == 0, out.stderr
+    assert "'test': 3" in out.stdout and "2 line(s) rejected" in out.stdout
+    assert "line 2:" in out.stdout and "line 5:" in out.stdout
+
+
+def test_truncated_dump_is_a_clear_error_and_publishes_nothing(tmp_path: Path, data_root: Path):
+    raw = gzip.decompress((data_root / "wikidata-entities/wikibase-dump-filter/entities.gz").read_bytes())
+    bad = tmp_path / "latest-all.json.gz"
+    bad.write_bytes(gzip.compress(raw)[: len(gzip.compress(raw)) // 2])
+    home = tmp_path / "wh"
+    out = cli("kb", "build", "--wikidata", str(bad), "--name", "broken", home=home)
+    assert out.returncode == 3, out.stderr
+    first = out.stderr.strip().splitlines()[0]
+    assert first.startswith("error: ") and "latest-all.json.gz" in first and "offset" in first
+    assert not list((home / "kb").glob("*/manifest.json"))
