@@ -27,6 +27,15 @@ def setup_env(verbose: bool = False) -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")
     os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
+    if not verbose:
+        # keep the progress lines readable: engines' INFO/WARNING chatter only with -v
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        import warnings
+
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
     from tasks.llm.env import configure_runtime_env
 
     configure_runtime_env(home)

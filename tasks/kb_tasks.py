@@ -44,8 +44,10 @@ def stage_shard_task(version: str, spec: InputSpec, shard: Shard, root: str, wor
     else:
         rec = stage_shard(version, spec, shard, Path(root))
     rows = ", ".join(f"{t}={n:,}" for t, n in sorted(rec["rows"].items()))
-    state = "skipped (done)" if rec.get("skipped") else f"{rec['seconds']:.1f}s"
-    get_run_logger().info("%s [%d/%d] %s: %s", Path(spec.path).name, shard.index, shard.count, state, rows)
+    state = "already staged" if rec.get("skipped") else f"{rec['seconds']:.1f}s"
+    line = f"  staged {Path(spec.path).name} [{shard.index + 1}/{shard.count}] {state}: {rows}"
+    print(line, flush=True)
+    get_run_logger().debug(line)
     return rec
 
 

@@ -222,7 +222,7 @@ class _FakeLLM:
 
 
 def test_vllm_backend_batch_isolation_with_fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(VLLMBackend, "sampling_params", staticmethod(lambda r: r.sampling))
+    monkeypatch.setattr(VLLMBackend, "sampling_params", staticmethod(lambda r, is_cpu=False: r.sampling))
     fake = _FakeLLM()
     be = VLLMBackend.wrap(fake, EngineConfig(max_model_len=8))
     long = " ".join(["w"] * 20)

@@ -102,3 +102,21 @@ def test_parallel_subcalls_and_agent_exceptions():
     assert backend.batch_sizes == [4]
     assert out[0]["answer"] == "12" and out[0]["error"] is None
     assert out[1]["error"] == "AgentError: cannot parse"
+
+
+def test_export_sft_keeps_only_exact_matches(tmp_path):
+    from tasks.agents.base import MethodContext
+    from tasks.agents.ela import ElaMethod
+
+    method = ElaMethod(ElaMethod.parse_settings({"export_sft": "true"}))
+    items = [{"question_id": "q0", "question": "where is Paris in France"},
+             {"question_id": "q1", "question": "what is Paris"}]
+    out, _ = run_agents(ela_agent(method.settings), items, ScriptedBackend(_script), {"entity_search": search_tool})
+    questions = [{**items[0], "gold_entities": ["Q90", "Q142"]}, {**items[1], "gold_entities": ["Q167646"]}]
+    ctx = MethodContext(kb_version=None, root=tmp_path, run_dir=tmp_path / "run")
+    method.postprocess(out, questions, ctx, shard=0)
+    lines = (tmp_path / "run/sft/part-00000.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
+    assert rec["question_id"] == "q0" and rec["answer"] == ["Q90", "Q142"] and rec["cot"] == "[0] is the city"
+    assert rec["messages"][-1]["content"].endswith("</answer>") and rec["messages"][0]["role"] == "system"
