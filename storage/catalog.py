@@ -13,6 +13,7 @@ catalog and a refresh never waits for a reader's lock. Paths are inlined as quot
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,7 +192,13 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
             "JOIN latest_runs r USING (run_id)"
         )
     for sql_file in sorted((SQL_DIR / "reports").glob("*.sql")):
-        con.execute(f"CREATE OR REPLACE VIEW {sql_file.stem} AS {sql_file.read_text()}")
+        try:
+            con.execute(f"CREATE OR REPLACE VIEW {sql_file.stem} AS {sql_file.read_text()}")
+        except duckdb.Error as exc:
+            # a broken report must not take the catalog (and every run's finalisation) down with it
+            warnings.warn(f"report view {sql_file.name} skipped: {exc}", stacklevel=2)
+            counts.setdefault("_broken_reports", 0)
+            counts["_broken_reports"] += 1
     return counts
 
 

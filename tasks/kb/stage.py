@@ -102,13 +102,15 @@ def stage_shard(
         return {**done, "skipped": True}
     t0 = time.perf_counter()
     writers: dict[str, PartWriter] = {}
+    adders: dict[str, Callable[[dict], None]] = {}
     n = 0
     try:
         for table, row in _reader(spec, shard):
-            w = writers.get(table)
-            if w is None:
+            add = adders.get(table)
+            if add is None:
                 w = writers[table] = PartWriter(table, out / f"{table}.parquet", batch_rows=20_000)
-            w.add(row)
+                add = adders[table] = w.add
+            add(row)
             n += 1
             if progress is not None and n % 10_000 == 0:
                 progress(n)
