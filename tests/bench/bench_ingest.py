@@ -4,8 +4,9 @@ Input: real dump lines (``wikidata-entities``) repeated with rewritten ids into 
 ``--mb`` MB (default 500) and a 10x smaller one. Measured, each in a fresh subprocess (so peak RSS is per run):
 
 * linkedqa: ``tasks.kb.stage.stage_shard`` (streaming reader + schema-enforced Parquet parts), 1 process;
-* baseline: a plain per-line ``json.loads`` loop extracting the same fields into Python lists and writing one
-  Parquet file at the end (what a first script would do);
+* baseline: a plain per-line ``json.loads`` loop extracting the same fields (entity columns, labels in every
+  language, English aliases, claims with datatype and rank) into Python lists and writing the Parquet files at
+  the end (what a first script would do; it holds everything in memory);
 * linkedqa with 2 byte-range shards in 2 worker processes (the shard speed-up on this machine).
 
 Prints MB/s of uncompressed JSON per core, the ratio to the baseline, peak RSS at 1x and 10x input, and the
@@ -69,7 +70,8 @@ import pyarrow as pa, pyarrow.parquet as pq
 path, out = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
 qid, label, desc, aliases, enwiki, nsl, inst = [], [], [], [], [], [], []
-cs, cp, co, cv = [], [], [], []
+cs, cp, co, cv, cd, cr = [], [], [], [], [], []
+lq, ll, lv, aq, av = [], [], [], [], []
 with open(path, "rb") as fh:
     for line in fh:
         line = line.strip().rstrip(b",")
@@ -77,6 +79,10 @@ with open(path, "rb") as fh:
             continue
         e = json.loads(line)
         qid.append(e["id"])
+        for lang, lab in e.get("labels", {}).items():
+            lq.append(e["id"]); ll.append(lang); lv.append(lab["value"])
+        for a in e.get("aliases", {}).get("en", []):
+            aq.append(e["id"]); av.append(a["value"])
         label.append(e.get("labels", {}).get("en", {}).get("value"))
         desc.append(e.get("descriptions", {}).get("en", {}).get("value"))
         aliases.append([a["value"] for a in e.get("aliases", {}).get("en", [])])
@@ -90,6 +96,7 @@ with open(path, "rb") as fh:
                 if dv is None:
                     continue
                 v = dv["value"]
+                cd.append(s["mainsnak"].get("datatype")); cr.append(s.get("rank"))
                 if isinstance(v, dict) and "id" in v:
                     cs.append(e["id"]); cp.append(pid); co.append(v["id"]); cv.append(None)
                     if pid == "P31":
@@ -99,8 +106,10 @@ with open(path, "rb") as fh:
         inst.append(p31)
 pq.write_table(pa.table({"qid": qid, "label": label, "description": desc, "aliases": aliases,
                          "enwiki_title": enwiki, "sitelinks": nsl, "instance_of": inst}), out + ".entities.parquet")
-pq.write_table(pa.table({"subject": cs, "property": cp, "object_qid": co, "object_value": cv}),
-               out + ".claims.parquet")
+pq.write_table(pa.table({"subject": cs, "property": cp, "object_qid": co, "object_value": cv, "datatype": cd,
+                         "rank": cr}), out + ".claims.parquet")
+pq.write_table(pa.table({"qid": lq, "lang": ll, "label": lv}), out + ".labels.parquet")
+pq.write_table(pa.table({"qid": aq, "alias": av}), out + ".aliases.parquet")
 print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 '''
 
