@@ -118,7 +118,7 @@ def main() -> None:
     print(f"  throughput ratio batched / per-question: {t_seq / t_batched:.2f}x (q/s)")
     print(f"  non-LLM share of the batched wall time: {100 * st.non_llm_seconds / t_batched:.2f}% "
           f"({st.non_llm_seconds:.2f}s: search, parsing, bookkeeping, cache lookups)")
-    same = sum(x["predicted_entities"] == y["predicted_entities"] for x, y in zip(outs_b, outs_r, strict=True))
+    same = sum(x.get("predicted_entities") == y.get("predicted_entities") for x, y in zip(outs_b, outs_r, strict=True))
     print(f"  re-run through the response cache: {t_rerun:.2f}s = {100 * t_rerun / t_batched:.2f}% of the first "
           f"run; identical predictions {same}/{n}")
     engine.close()

@@ -1,0 +1,137 @@
+"""Benchmark: 1-hop neighbourhood lookups/s, DuckDB store vs SPARQL on a local Oxigraph, on the same entities.
+
+A "lookup" is the full 1-hop neighbourhood of one entity: ``outgoing`` + ``incoming`` facts with labels. Figures,
+all measured in this run on the same ``--n`` entities (sampled with a fixed seed from the KB's subjects):
+
+* DuckDBKG, batched (``--batch`` entities per call) and one call per entity;
+* SparqlKG on ``oxigraph serve`` loaded from ``linkedqa kb export-nt`` of the same KB, batched (``VALUES`` with
+  ``--batch`` entities) and one query per entity;
+* ratios DuckDB batched / each SPARQL variant, and how many entities got identical answers from both;
+* N-Triples export time, Oxigraph load time by ``oxigraph load`` (CLI bulk loader) vs chunked HTTP POST;
+* with ``--layouts``: index build time and lookups/s by batch size for both DuckDB index layouts (sorted Parquet
+  with small row groups vs a DuckDB database file with ART indexes).
+
+Needs a published KB in ``LINKEDQA_HOME`` (``linkedqa kb build --sample``).
+
+Run: ``.venv/bin/python -m tests.bench.bench_kg [--n 1000] [--batch 100] [--layouts]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _lookups(kg, qids: list[str], batch: int) -> tuple[float, dict]:
+    out: dict = {}
+    t0 = time.perf_counter()
+    for i in range(0, len(qids), batch):
+        chunk = qids[i : i + batch]
+        o, n = kg.outgoing(chunk), kg.incoming(chunk)
+        for q in chunk:
+            out[q] = (o[q], n[q])
+    return time.perf_counter() - t0, out
+
+
+def _rate(n: int, seconds: float) -> str:
+    return f"{n / seconds:>10,.0f} lookups/s ({seconds * 1000 / n:7.2f} ms each)"
+
+
+def main() -> int:
+    """Run the benchmark and print the figures; returns the exit code."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1000, help="entities")
+    ap.add_argument("--batch", type=int, default=100, help="entities per batched call")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--layouts", action="store_true", help="also compare the two DuckDB index layouts")
+    ap.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
+    a = ap.parse_args()
+
+    import pyarrow.parquet as pq
+
+    from storage import layout
+    from storage.catalog import latest_kb_version
+    from tasks.kg.duckdb_store import LAYOUTS, DuckDBKG, build_index
+    from tasks.kg.export_nt import export_ntriples
+    from tasks.kg.oxigraph_server import OxigraphServer
+    from tasks.kg.sparql import SparqlKG
+
+    root = layout.home()
+    kb = latest_kb_version(root)
+    if kb is None:
+        print(f"no published KB in LINKEDQA_HOME={root}: run `linkedqa kb build --sample` first", file=sys.stderr)
+        return 2
+    print(f"KB {kb} in {root}")
+
+    t0 = time.perf_counter()
+    folder = build_index(kb, root)
+    print(f"DuckDB KG index (default layout): ready in {time.perf_counter() - t0:.2f}s at {folder}")
+    subjects = sorted(set(pq.read_table(folder / "kg_by_subject.parquet", columns=["subject"])["subject"]
+                          .to_pylist()))
+    qids = random.Random(a.seed).sample(subjects, min(a.n, len(subjects)))
+    n = len(qids)
+    print(f"{n} entities sampled (seed {a.seed}) from {len(subjects):,} subjects; batch {a.batch}")
+
+    if a.layouts:
+        print("\n-- DuckDB index layouts (outgoing+incoming with labels)")
+        for name in LAYOUTS:
+            t0 = time.perf_counter()
+            build_index(kb, root, layout_name=name)
+            built = time.perf_counter() - t0
+            with DuckDBKG(kb, root=root, layout_name=name, threads=a.threads) as kg:
+                _lookups(kg, qids[:20], 10)  # open + warm
+                singles = []
+                for q in qids[:200]:
+                    t1 = time.perf_counter()
+                    kg.outgoing([q])
+                    kg.incoming([q])
+                    singles.append(time.perf_counter() - t1)
+                line = [f"{name:8s} build {built:6.2f}s  1 entity p50 {statistics.median(singles) * 1000:6.2f} ms"]
+                for b in (10, 100, 1000):
+                    dt, _ = _lookups(kg, qids, b)
+                    line.append(f"batch {b}: {n / dt:,.0f}/s")
+                print("  " + "  ".join(line))
+
+    with DuckDBKG(kb, root=root, threads=a.threads) as duck:
+        _lookups(duck, qids[:20], 10)
+        d_batched, d_res = _lookups(duck, qids, a.batch)
+        d_single, _ = _lookups(duck, qids, 1)
+
+    with tempfile.TemporaryDirectory(prefix="bench-kg-") as tmp:
+        nt = Path(tmp) / "kb.nt.gz"
+        t0 = time.perf_counter()
+        counts = export_ntriples(kb, nt, root=root)
+        t_export = time.perf_counter() - t0
+        print(f"\nexport-nt: {counts['triples']:,} triples ({counts['claims']:,} claims) in {t_export:.2f}s "
+              f"= {counts['triples'] / t_export:,.0f} triples/s, {nt.stat().st_size / 1e6:.1f} MB gz")
+        with OxigraphServer(Path(tmp) / "http-store") as srv:
+            t_http = srv.load_ntriples(nt, method="http")
+        with OxigraphServer(Path(tmp) / "store") as srv:
+            t_cli = srv.load_ntriples(nt, method="cli")
+            print(f"oxigraph load: CLI bulk loader {t_cli:.2f}s ({counts['triples'] / t_cli:,.0f} triples/s, incl. "
+                  f"restart), chunked HTTP POST {t_http:.2f}s ({counts['triples'] / t_http:,.0f} triples/s)")
+            kg = SparqlKG(srv.query_url, timeout_s=60, retries=0, batch_size=a.batch)
+            _lookups(kg, qids[:20], 10)
+            s_batched, s_res = _lookups(kg, qids, a.batch)
+            s_single, _ = _lookups(kg, qids, 1)
+
+    same = sum(1 for q in qids if d_res[q] == s_res[q])
+    print(f"\n1-hop neighbourhood (outgoing + incoming, labels resolved), {n} entities:")
+    print(f"  DuckDBKG  batched ({a.batch}/call)   {_rate(n, d_batched)}")
+    print(f"  DuckDBKG  one call per entity    {_rate(n, d_single)}")
+    print(f"  SparqlKG  batched VALUES ({a.batch})  {_rate(n, s_batched)}")
+    print(f"  SparqlKG  one query per entity   {_rate(n, s_single)}")
+    print(f"  ratio DuckDB batched / SPARQL batched     = {s_batched / d_batched:6.1f}x")
+    print(f"  ratio DuckDB batched / SPARQL per entity  = {s_single / d_batched:6.1f}x")
+    print(f"  ratio DuckDB per entity / SPARQL per entity = {s_single / d_single:6.1f}x")
+    print(f"  identical answers from both backends: {same}/{n}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
