@@ -239,16 +239,9 @@ def cmd_report(a: argparse.Namespace) -> int:
         for m, v, n in rows:
             print(f"{m:<24} {v:>12.4f} (n={n})")
         return 0
-    rel = con.sql((Path(__file__).resolve().parent.parent / "sql" / "reports" / "metrics_by_method.sql").read_text())
-    rows = rel.fetchall()
-    cols = rel.columns
-    if not rows:
-        print("no finished runs yet (linkedqa run ... or make demo)")
-        return 0
-    widths = [max(len(str(c)), *(len(_fmt(r[i])) for r in rows)) for i, c in enumerate(cols)]
-    print("  ".join(str(c).ljust(w) for c, w in zip(cols, widths, strict=True)))
-    for r in rows:
-        print("  ".join(_fmt(v).ljust(w) for v, w in zip(r, widths, strict=True)))
+    from flows.report_views import print_report
+
+    print_report(con, a.views or None)
     return 0
 
 
@@ -351,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="metrics table across runs (from the catalog)")
     rp.add_argument("--run", default=None)
+    rp.add_argument("--views", nargs="*", default=None, help="report views to print (default: all of sql/reports)")
     rp.set_defaults(fn=cmd_report)
 
     c = sub.add_parser("catalog", help="catalog maintenance").add_subparsers(dest="catalog_cmd", required=True,

@@ -31,7 +31,7 @@ out_dir.mkdir(parents=True, exist_ok=True)
 
 # %%
 tables = ["entities", "aliases", "labels", "claims", "properties", "articles", "passages", "redirects", "rejects"]
-counts = {t: con.execute(f"select count(*) from latest_{t}").fetchone()[0] for t in tables}  # noqa: S608
+counts = {t: con.sql(f"select count(*) from latest_{t}").fetchall()[0][0] for t in tables}
 counts
 
 # %%

@@ -191,14 +191,24 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
             f"CREATE OR REPLACE VIEW latest_{table} AS SELECT t.* FROM {table} t "
             "JOIN latest_runs r USING (run_id)"
         )
-    for sql_file in sorted((SQL_DIR / "reports").glob("*.sql")):
-        try:
-            con.execute(f"CREATE OR REPLACE VIEW {sql_file.stem} AS {sql_file.read_text()}")
-        except duckdb.Error as exc:
-            # a broken report must not take the catalog (and every run's finalisation) down with it
-            warnings.warn(f"report view {sql_file.name} skipped: {exc}", stacklevel=2)
-            counts.setdefault("_broken_reports", 0)
-            counts["_broken_reports"] += 1
+    # report views may build on each other: create them in passes until no more succeed (no file-name order
+    # contract); a broken report must not take the catalog (and every run's finalisation) down with it
+    pending = sorted((SQL_DIR / "reports").glob("*.sql"))
+    errors: dict[str, str] = {}
+    while pending:
+        left = []
+        for sql_file in pending:
+            try:
+                con.execute(f"CREATE OR REPLACE VIEW {sql_file.stem} AS {sql_file.read_text()}")
+            except duckdb.Error as exc:
+                errors[sql_file.name] = str(exc).splitlines()[0]
+                left.append(sql_file)
+        if len(left) == len(pending):
+            break
+        pending = left
+    for sql_file in pending:
+        warnings.warn(f"report view {sql_file.name} skipped: {errors[sql_file.name]}", stacklevel=2)
+    counts["_broken_reports"] = len(pending)
     return counts
 
 

@@ -114,10 +114,11 @@ def write_table(data: pa.Table | pa.RecordBatch | Sequence[dict[str, Any]], tabl
 class PartWriter:
     """Streaming, schema-enforced writer of one Parquet part (memory bounded by ``batch_rows``).
 
-    Rows are buffered column-wise (one Python list per column: the hot path of every dump reader, ~3x faster
-    than building Arrow from row dicts), flushed as row groups to a temp file, and the temp file is renamed onto
-    the final path only by ``close()``. Every row must have exactly the schema's keys (else ``SchemaMismatch``). Use as a context manager; an exception inside the block discards the
-    temp file, so a failed shard never leaves a visible part.
+    Rows are buffered as tuples in schema order (one ``itemgetter`` call per row; about 3x faster than building
+    Arrow from row dicts: this is the hot path of every dump reader), transposed into Arrow arrays per row group,
+    written to a temp file, and the temp file is renamed onto the final path only by ``close()``. Every row must
+    have exactly the schema's keys (else ``SchemaMismatch``). Use as a context manager; an exception inside the
+    block discards the temp file, so a failed shard never leaves a visible part.
 
     Example:
         >>> with PartWriter("aliases", Path("/tmp/x/part-00000-of-00001.parquet")) as w:  # doctest: +SKIP

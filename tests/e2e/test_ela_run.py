@@ -78,6 +78,10 @@ def test_ela_end_to_end_with_the_embedded_model(run_env, embedded_llm, prefect_h
     con = duckdb.connect(str(layout.catalog_path()), read_only=True)
     n = con.execute("select count(*) from latest_predictions where run_id = ?", [run_id]).fetchone()[0]
     acc = con.execute("select value from latest_metrics where run_id = ? and metric = 'accuracy'", [run_id]).fetchone()
+    # every data-quality check holds on a real linking run (0 offending rows)
+    for check in sorted((layout.REPO_ROOT / "sql" / "checks").glob("*.sql")):
+        bad = con.sql(check.read_text()).fetchall()
+        assert bad == [], f"{check.name}: {bad[:3]}"
     con.close()
     assert n == 6 and acc is not None
     # a finished run is never recomputed

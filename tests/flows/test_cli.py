@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str, home: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LINKEDQA_HOME": str(home), "PREFECT_HOME": str(home / ".prefect")}
+    # a user's shell: no Prefect settings leaking in from the test session's harness
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update({"LINKEDQA_HOME": str(home), "PREFECT_HOME": str(home / ".prefect")})
     return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
