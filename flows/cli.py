@@ -84,6 +84,21 @@ def _print_counts(counts: dict) -> None:
             print(f"  {table:<11} {counts[table]:>10,}")
 
 
+def cmd_kb_export_nt(a: argparse.Namespace) -> int:
+    """``linkedqa kb export-nt OUT``: the KB as N-Triples in Wikidata's IRI scheme (for Oxigraph/Virtuoso)."""
+    from tasks.kg.export_nt import export_ntriples
+    from tasks.runs.config import resolve_kb
+
+    version = resolve_kb(a.kb)
+    if version is None:
+        raise LookupError("no KB built yet: run `linkedqa kb build --sample` first")
+    t0 = time.perf_counter()
+    counts = export_ntriples(version, Path(a.out))
+    print(f"wrote {a.out} from KB {version} in {time.perf_counter() - t0:.1f}s: "
+          + ", ".join(f"{k}={v:,}" for k, v in counts.items()))
+    return 0
+
+
 def cmd_kb_list(a: argparse.Namespace) -> int:
     """``linkedqa kb list``."""
     from storage.catalog import complete_kb_versions
@@ -302,6 +317,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--shards", type=int, default=1, help="byte-range shards per plain input file")
     b.add_argument("--workers", type=int, default=1, help="worker processes for shards")
     b.set_defaults(fn=cmd_kb_build)
+    ke = kb.add_parser("export-nt", help="write the KB as Wikidata-style N-Triples (.nt or .nt.gz)")
+    ke.add_argument("out", help="output file (.nt or .nt.gz), e.g. warehouse/exports/kb.nt.gz")
+    ke.add_argument("--kb", default=None, help="KB name or version (default: newest)")
+    ke.set_defaults(fn=cmd_kb_export_nt)
     kl = kb.add_parser("list", help="published KB versions")
     kl.set_defaults(fn=cmd_kb_list)
 

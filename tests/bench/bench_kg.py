@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -71,8 +72,8 @@ def main() -> int:
     t0 = time.perf_counter()
     folder = build_index(kb, root)
     print(f"DuckDB KG index (default layout): ready in {time.perf_counter() - t0:.2f}s at {folder}")
-    subjects = sorted(set(pq.read_table(folder / "kg_by_subject.parquet", columns=["subject"])["subject"]
-                          .to_pylist()))
+    claims = pq.read_table(layout.kb_table_dir(kb, "claims", root), columns=["subject"])["subject"]
+    subjects = sorted(s for s in set(claims.to_pylist()) if re.fullmatch(r"Q[1-9][0-9]*", s))
     qids = random.Random(a.seed).sample(subjects, min(a.n, len(subjects)))
     n = len(qids)
     print(f"{n} entities sampled (seed {a.seed}) from {len(subjects):,} subjects; batch {a.batch}")

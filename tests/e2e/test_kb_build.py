@@ -104,3 +104,15 @@ def test_independent_count_of_the_dump_sample(kb_home: str, con, data_root):
     con.execute("create temp table d(qid varchar)")
     con.executemany("insert into d values (?)", [(q,) for q in qids])
     assert q1(con, "select count(*) from d join latest_entities using (qid)") == len([q for q in qids if q[0] == "Q"])
+
+
+def test_export_nt_of_the_sample_kb(kb_home: str, tmp_path, capsys):
+    from flows.cli import main
+
+    out = tmp_path / "kb.nt.gz"
+    assert main(["kb", "export-nt", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    with gzip.open(out, "rt", encoding="utf-8") as fh:
+        head = [next(fh) for _ in range(2000)]
+    assert all(line.rstrip().endswith(" .") for line in head)
+    assert any("<http://www.wikidata.org/prop/direct/P31>" in line for line in head) or out.stat().st_size > 1e6

@@ -1,0 +1,209 @@
+"""Export one KB version as N-Triples in Wikidata's IRI scheme (``linkedqa kb export-nt``).
+
+Inputs: ``kb/<version>/{claims,entities,properties}`` Parquet parts. Output: one ``.nt`` file (gzip when the
+name ends with ``.gz``), written to ``<out>.tmp-<pid>`` and renamed when complete. Memory is bounded: claims
+stream out of DuckDB (``sql/kg/kg_claims.sql``, the same truthy rule the DuckDB KG uses) under a memory limit,
+entities and properties stream as Parquet batches.
+
+Triples written (prefixes as on the Wikidata Query Service):
+
+* truthy claims ``wd:Q.. wdt:P.. wd:Q..`` or a literal: ``time`` values ``YYYY-MM-DD`` as
+  ``"YYYY-MM-DDT00:00:00Z"^^xsd:dateTime`` and ``YYYY`` as ``xsd:gYear``; ``quantity`` values in canonical
+  decimal form (no ``+``, no leading/trailing zeros) as ``xsd:decimal``; everything else (strings, ids, URLs,
+  coordinates, non-canonical numbers) as a plain string. Non-canonical numbers stay strings on purpose: stores
+  canonicalise typed values (``"+0.70"`` comes back as ``"0.7"``), which would change the value a SPARQL
+  client reads back;
+* ``rdfs:label``, ``schema:description`` (``@en``) and ``skos:altLabel`` (``@en``) of entities and properties;
+* ``wikibase:directClaim`` and ``wikibase:propertyType`` of properties, as on WDQS: queries reach a property's
+  label and type from its ``wdt:`` predicate, and recover the datatype of plain-string values.
+
+Literals follow the N-Triples grammar (``STRING_LITERAL_QUOTE``): backslash, double quote, LF and CR are
+escaped, plus tab, backspace and form feed; every other character is written as UTF-8.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from storage import layout
+from storage.catalog import register_parquet_view, sql_literal
+from storage.parquet_io import part_files
+
+SQL_KG = layout.REPO_ROOT / "sql" / "kg"
+WD = "http://www.wikidata.org/entity/"
+WDT = "http://www.wikidata.org/prop/direct/"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+RDFS_LABEL = "<http://www.w3.org/2000/01/rdf-schema#label>"
+SCHEMA_DESCRIPTION = "<http://schema.org/description>"
+SKOS_ALT_LABEL = "<http://www.w3.org/2004/02/skos/core#altLabel>"
+WIKIBASE = "http://wikiba.se/ontology#"
+PROPERTY_TYPE = f"<{WIKIBASE}propertyType>"
+DIRECT_CLAIM = f"<{WIKIBASE}directClaim>"
+
+# Wikidata datatype name <-> wikibase ontology class (as used by wikibase:propertyType on WDQS)
+PROPERTY_TYPES = {
+    "wikibase-item": "WikibaseItem",
+    "wikibase-property": "WikibaseProperty",
+    "wikibase-lexeme": "WikibaseLexeme",
+    "wikibase-form": "WikibaseForm",
+    "wikibase-sense": "WikibaseSense",
+    "external-id": "ExternalId",
+    "string": "String",
+    "url": "Url",
+    "commonsMedia": "CommonsMedia",
+    "monolingualtext": "Monolingualtext",
+    "time": "Time",
+    "quantity": "Quantity",
+    "globe-coordinate": "GlobeCoordinate",
+    "math": "Math",
+    "geo-shape": "GeoShape",
+    "tabular-data": "TabularData",
+    "musical-notation": "MusicalNotation",
+    "entity-schema": "EntitySchema",
+}
+
+ID_RE = re.compile(r"[QP][1-9][0-9]*")
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9])?")
+_YEAR = r"-?(?:[1-9][0-9]{3,}|0[0-9]{3})"
+_DATE = re.compile(_YEAR + r"-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])")
+_GYEAR = re.compile(_YEAR)
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b",
+                          "\f": "\\f"})
+_BATCH = 50_000
+
+
+def nt_string(text: str) -> str:
+    """Quote a text as an N-Triples string literal (without language tag or datatype).
+
+    Args:
+        text: Any Unicode text.
+
+    Returns:
+        ``"..."`` with backslash, quote, LF, CR, tab, backspace and form feed escaped.
+    """
+    return '"' + text.translate(_ESCAPES) + '"'
+
+
+def literal_term(value: str, datatype: str | None) -> str:
+    """The N-Triples object term of a literal claim value.
+
+    Args:
+        value: The KB's ``object_value``.
+        datatype: The claim's Wikidata datatype.
+
+    Returns:
+        A typed literal for ISO dates, years and canonical decimals; a plain string literal otherwise.
+    """
+    if datatype == "time":
+        if _DATE.fullmatch(value):
+            return f'"{value}T00:00:00Z"^^<{XSD}dateTime>'
+        if _GYEAR.fullmatch(value):
+            return f'"{value}"^^<{XSD}gYear>'
+    elif datatype == "quantity" and value != "-0" and _DECIMAL.fullmatch(value):
+        return f'"{value}"^^<{XSD}decimal>'
+    return nt_string(value)
+
+
+def _claim_lines(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> Iterator[str]:
+    reader = con.sql((SQL_KG / "kg_claims.sql").read_text()).to_arrow_reader(_BATCH)
+    for batch in reader:
+        cols = batch.to_pydict()
+        lines = []
+        for s, p, oq, ov, dt in zip(cols["subject"], cols["property"], cols["object_qid"], cols["object_value"],
+                                    cols["datatype"], strict=True):
+            obj = f"<{WD}{oq}>" if oq is not None else literal_term(ov, dt)
+            lines.append(f"<{WD}{s}> <{WDT}{p}> {obj} .\n")
+        counts["claims"] += len(lines)
+        yield "".join(lines)
+
+
+def _term_lines(folder: Path, id_col: str, counts: dict[str, int], properties: bool) -> Iterator[str]:
+    columns = [id_col, "label", "description", "aliases"] + (["datatype"] if properties else [])
+    for f in part_files(folder):
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=columns):
+            cols = batch.to_pydict()
+            lines = []
+            for i, ident in enumerate(cols[id_col]):
+                if ident is None or not ID_RE.fullmatch(ident):
+                    counts["skipped_ids"] += 1
+                    continue
+                subj = f"<{WD}{ident}>"
+                label, desc, aliases = cols["label"][i], cols["description"][i], cols["aliases"][i]
+                if label:
+                    lines.append(f"{subj} {RDFS_LABEL} {nt_string(label)}@en .\n")
+                    counts["labels"] += 1
+                if desc:
+                    lines.append(f"{subj} {SCHEMA_DESCRIPTION} {nt_string(desc)}@en .\n")
+                    counts["descriptions"] += 1
+                for alias in dict.fromkeys(a for a in aliases or () if a):
+                    lines.append(f"{subj} {SKOS_ALT_LABEL} {nt_string(alias)}@en .\n")
+                    counts["aliases"] += 1
+                if properties:
+                    kind = PROPERTY_TYPES.get(cols["datatype"][i] or "")
+                    if kind:
+                        lines.append(f"{subj} {PROPERTY_TYPE} <{WIKIBASE}{kind}> .\n")
+                    lines.append(f"{subj} {DIRECT_CLAIM} <{WDT}{ident}> .\n")
+                    counts["properties"] += 1
+            yield "".join(lines)
+
+
+def export_ntriples(kb_version: str, out_path: Path | str, root: Path | None = None,
+                    memory_limit: str = "1GB") -> dict[str, int]:
+    """Write a KB version as N-Triples (gzip when ``out_path`` ends with ``.gz``).
+
+    Args:
+        kb_version: Published KB version under ``<root>/kb``.
+        out_path: Output file (an explicit path: the only write outside ``LINKEDQA_HOME`` allowed).
+        root: Data root (default ``LINKEDQA_HOME``).
+        memory_limit: DuckDB memory limit for the truthy-claims query (spills to a temp folder beside the output).
+
+    Returns:
+        Counts: ``claims``, ``labels``, ``descriptions``, ``aliases``, ``properties``, ``skipped_ids``, ``triples``.
+
+    Raises:
+        FileNotFoundError: When the KB version has no claims table.
+    """
+    root = root or layout.home()
+    out = Path(out_path)
+    claims = part_files(layout.kb_table_dir(kb_version, "claims", root))
+    if not claims:
+        raise FileNotFoundError(f"KB version {kb_version!r} has no claims under {layout.kb_dir(kb_version, root)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    counts = dict.fromkeys(("claims", "labels", "descriptions", "aliases", "properties", "skipped_ids", "triples"), 0)
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
+    with tempfile.TemporaryDirectory(prefix=".kg-export-", dir=out.parent) as spill:
+        con = duckdb.connect()
+        try:
+            con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
+            con.execute(f"SET temp_directory = {sql_literal(spill)}")
+            con.execute("SET preserve_insertion_order = false")
+            con.execute("SET enable_progress_bar = false")
+            register_parquet_view(con, "kb_claims", [(f, {}) for f in claims], "claims", root)
+            fh = gzip.open(tmp, "wt", encoding="utf-8", compresslevel=3) if out.name.endswith(".gz") else open(
+                tmp, "w", encoding="utf-8")
+            try:
+                with fh:
+                    chunks = itertools.chain(
+                        _claim_lines(con, counts),
+                        _term_lines(layout.kb_table_dir(kb_version, "entities", root), "qid", counts, False),
+                        _term_lines(layout.kb_table_dir(kb_version, "properties", root), "pid", counts, True),
+                    )
+                    for chunk in chunks:
+                        counts["triples"] += chunk.count("\n")  # one line per triple: literals escape LF
+                        fh.write(chunk)
+                os.replace(tmp, out)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        finally:
+            con.close()
+    return counts

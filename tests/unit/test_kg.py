@@ -1,0 +1,298 @@
+"""KG access: DuckDB store vs an independent pyarrow computation, N-Triples export, a real Oxigraph server queried
+through SparqlKG (same facts), SPARQL injection, invalid ids, endpoint down and slow.
+
+The KB is built from real LitWD1K data (train triples + numeric literals, entity labels and aliases, relation
+labels, Wikidata properties.json.gz) with the library (no Prefect), once for the module.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import http.server
+import json
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pyoxigraph
+import pytest
+
+from storage import layout
+from storage.parquet_io import read_table
+from tasks.kb.merge import merge_and_publish
+from tasks.kb.plan import _spec, make_plan
+from tasks.kb.stage import stage_shard
+from tasks.kg.base import Fact, KGClient, KGError, KGTimeout, fact_sort_key
+from tasks.kg.duckdb_store import DuckDBKG, build_index, index_folder
+from tasks.kg.export_nt import export_ntriples, literal_term, nt_string
+from tasks.kg.oxigraph_server import OxigraphServer, free_port
+from tasks.kg.sparql import Ids, SparqlKG, Texts, render, sparql_string
+
+INJECTIONS = ['x" } ; DROP ALL ; #', "}", "a\nb", "'", "x' } DELETE WHERE { ?s ?p ?o } #", '\\" } #',
+              "\\u0022 } ; DROP ALL ; #", "\r\n\t{ }", '"""', "\\"]
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory, data_root: Path):
+    root = tmp_path_factory.mktemp("kg") / "warehouse"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LINKEDQA_HOME", str(root))
+    lw = data_root / "literallywikidata"
+    specs = [
+        _spec("triples", lw / "LitWD1K/train.txt", "literallywikidata", 1),
+        _spec("triples", lw / "LitWD1K/numeric_literals.txt", "literallywikidata", 1),
+        _spec("litwd-labels", lw / "Entities/entity_labels_en.txt", "literallywikidata", 1),
+        _spec("litwd-aliases", lw / "Entities/entity_aliases_en.txt", "literallywikidata", 1),
+        _spec("litwd-labels", lw / "Relations/relation_labels_en.txt", "literallywikidata", 1),
+        _spec("properties-json", data_root / "wikidata-properties/properties.json.gz", "properties-json", 1),
+    ]
+    plan = make_plan("kgtest", specs)
+    for spec in specs:
+        for shard in spec.shards:
+            stage_shard(plan.version, spec, shard, root=root)
+    merge_and_publish(plan, root=root, threads=2, log=lambda m: None)
+    yield root, plan.version
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def duck(kb) -> DuckDBKG:
+    root, version = kb
+    kg = DuckDBKG(version, root=root)
+    yield kg
+    kg.close()
+
+
+@pytest.fixture(scope="module")
+def expected(kb):
+    """Independent computation over the published claims Parquet (pyarrow + dicts, no SQL)."""
+    root, version = kb
+    claims = read_table(layout.kb_table_dir(version, "claims", root), "claims")
+    assert set(pc.unique(claims["rank"]).to_pylist()) <= {"truthy", "normal"}  # best-rank rule is trivial here
+    ents = read_table(layout.kb_table_dir(version, "entities", root), "entities", ["qid", "label"]).to_pylist()
+    props = read_table(layout.kb_table_dir(version, "properties", root), "properties", ["pid", "label"]).to_pylist()
+    names = {r["qid"]: r["label"] for r in ents if r["label"]}
+    names.update({r["pid"]: r["label"] for r in props if r["label"]})
+    out, inc = collections.defaultdict(list), collections.defaultdict(list)
+    for r in claims.to_pylist():
+        if r["object_qid"] is None and r["object_value"] in (None, "<somevalue>", "<novalue>"):
+            continue
+        f = Fact(r["subject"], r["property"], names.get(r["property"]), r["object_qid"],
+                 r["object_value"] if r["object_qid"] is None else None,
+                 names.get(r["object_qid"]) if r["object_qid"] else None, r["datatype"], names.get(r["subject"]))
+        out[r["subject"]].append(f)
+        if r["object_qid"]:
+            inc[r["object_qid"]].append(f)
+    for d in (out, inc):
+        for v in d.values():
+            v.sort(key=fact_sort_key)
+    return {"out": out, "in": inc, "names": names}
+
+
+def _entities(expected) -> list[str]:
+    """A few real entities: literal-rich, hub (many incoming), and plain ones."""
+    out, inc = expected["out"], expected["in"]
+    hub = max(inc, key=lambda q: len(inc[q]))
+    literal = next(q for q in sorted(out) if any(f.object_value for f in out[q]) and q in inc)
+    plain = sorted(q for q in out if q in inc and q not in (hub, literal))[:3]
+    return [hub, literal, *plain, "Q999999999"]  # the last one is absent from the KB
+
+
+def test_duckdb_matches_independent_computation(duck, expected, kb):
+    qids = _entities(expected)
+    assert isinstance(duck, KGClient)
+    got_out, got_in = duck.outgoing(qids), duck.incoming(qids)
+    for q in qids:
+        assert got_out[q] == expected["out"].get(q, []), q
+        assert got_in[q] == expected["in"].get(q, []), q
+    assert got_out["Q999999999"] == [] and got_in["Q999999999"] == []
+    assert any(f.datatype == "quantity" and f.object_value for f in got_out[qids[1]])
+
+    rels = duck.relations(qids)
+    for q in qids:
+        want = collections.Counter((f.property, "out") for f in expected["out"].get(q, []))
+        want.update((f.property, "in") for f in expected["in"].get(q, []))
+        assert {(r.pid, r.direction): r.count for r in rels[q]} == dict(want)
+        assert all(r.label == expected["names"].get(r.pid) for r in rels[q])
+        assert [r.direction for r in rels[q]] == sorted((r.direction for r in rels[q]), key=lambda d: d != "out")
+
+    hub, lit = qids[0], qids[1]
+    p_in = expected["in"][hub][0].property
+    p_out = expected["out"][lit][0].property
+    pairs = [(hub, p_in, "in"), (lit, p_out, "out"), (lit, "P999999", "out"), (hub, p_in, "in")]
+    got = duck.neighbours(pairs)
+    assert got[0] == [f for f in expected["in"][hub] if f.property == p_in] == got[3]
+    assert got[1] == [f for f in expected["out"][lit] if f.property == p_out]
+    assert got[2] == []
+
+    limited = duck.outgoing([lit, hub], limit_per_entity=3)
+    assert limited[lit] == expected["out"][lit][:3]
+    assert duck.incoming([hub], limit_per_entity=2)[hub] == expected["in"][hub][:2]
+
+    labels = duck.labels([hub, p_in, "Q999999999"])
+    assert labels == {hub: expected["names"][hub], p_in: expected["names"][p_in], "Q999999999": None}
+    label = expected["names"][lit]
+    hits = duck.search_label([label.upper(), label, "no such label at all", ""])
+    assert lit in hits[0] and hits[0] == hits[1] and hits[2] == [] and hits[3] == []
+
+    meta = index_folder(kb[1], kb[0]) / "meta.json"
+    assert meta.is_file()
+    mtime = meta.stat().st_mtime_ns
+    assert build_index(kb[1], kb[0]) == meta.parent and meta.stat().st_mtime_ns == mtime  # built once
+
+
+def test_parquet_layout_gives_same_answers_and_is_sorted(duck, expected, kb):
+    qids = _entities(expected)
+    with DuckDBKG(kb[1], root=kb[0], layout_name="parquet") as other:
+        assert other.outgoing(qids) == duck.outgoing(qids)
+        assert other.incoming(qids, limit_per_entity=5) == duck.incoming(qids, limit_per_entity=5)
+        assert other.relations(qids) == duck.relations(qids)
+        assert other.search_label(["Gabon", "gabon"]) == duck.search_label(["Gabon", "gabon"])
+    pf = pq.ParquetFile(index_folder(kb[1], kb[0], "parquet") / "kg_by_subject.parquet")
+    col = pf.schema_arrow.get_field_index("subject")
+    stats = [pf.metadata.row_group(i).column(col).statistics for i in range(pf.metadata.num_row_groups)]
+    assert len(stats) > 1 and all(a.max <= b.min for a, b in zip(stats, stats[1:], strict=False))
+
+
+def test_invalid_ids_raise(duck):
+    for bad in (["Q1 } DROP ALL"], ["X12"], ["Q0"], ["q42"], [42], ["Q1\n"]):
+        with pytest.raises(KGError):
+            duck.outgoing(bad)
+    with pytest.raises(KGError):
+        duck.neighbours([("Q1", "P17", "sideways")])
+    with pytest.raises(KGError):
+        duck.neighbours([("Q1", "Q17", "out")])
+    with pytest.raises(KGError):
+        duck.outgoing(["Q1"], limit_per_entity=0)
+    with pytest.raises(KGError):
+        render("outgoing", items=Ids(['Q1" } ; DROP ALL ; #']), limit=5)
+    with pytest.raises(KGError):
+        render("outgoing", items="Q1", limit=5)  # bare strings are never pasted
+    with pytest.raises(KGError):
+        render("outgoing", items=Ids(["Q1"]))  # missing placeholder value
+
+
+def test_escaping_round_trips_through_a_real_parser():
+    """Every nasty text survives N-Triples writing and SPARQL quoting: the exact label is found, nothing else."""
+    evil = [*INJECTIONS, "plain", "tab\there", "ünïcödé ☃", "back\\slash\\u0041"]
+    nt = "".join(f"<http://www.wikidata.org/entity/Q{i + 1}> <http://www.w3.org/2000/01/rdf-schema#label> "
+                 f"{nt_string(t)}@en .\n" for i, t in enumerate(evil))
+    store = pyoxigraph.Store()
+    store.load(nt.encode(), format=pyoxigraph.RdfFormat.N_TRIPLES)
+    assert len(store) == len(evil)
+    for i, t in enumerate(evil):
+        rows = list(store.query(render("search_label", names=Texts([t]))))
+        assert [r["item"].value for r in rows] == [f"http://www.wikidata.org/entity/Q{i + 1}"], t
+        assert rows[0]["name"].value == t
+    assert sparql_string('a"b') == '"a\\"b"'
+    assert literal_term("1960-05-01", "time") == '"1960-05-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>'
+    assert literal_term("1960", "time").endswith("#gYear>")
+    assert literal_term("0.5", "quantity").endswith("#decimal>")
+    assert literal_term("+0.50", "quantity") == '"+0.50"'  # non-canonical numbers stay strings (lossless)
+
+
+def test_sparql_over_oxigraph_returns_the_same_facts(duck, expected, kb, tmp_path):
+    root, version = kb
+    nt = tmp_path / "kb.nt.gz"
+    counts = export_ntriples(version, nt, root=root)
+    meta = json.loads((build_index(version, root) / "meta.json").read_text())
+    assert counts["claims"] == meta["row_counts"]["kg_by_subject"]
+    with gzip.open(nt, "rt", encoding="utf-8") as fh:
+        lines = sum(1 for _ in fh)
+    assert lines == counts["triples"] > counts["claims"] > 0
+
+    qids = _entities(expected)
+    with OxigraphServer() as srv:
+        srv.load_ntriples(nt)
+        kg = SparqlKG(srv.query_url, timeout_s=10, retries=1)
+        assert isinstance(kg, KGClient)
+        n_before = int(kg.select(render("count_triples"))[0]["n"]["value"])
+        assert n_before == counts["triples"]
+
+        assert kg.outgoing(qids) == duck.outgoing(qids)
+        assert kg.incoming(qids) == duck.incoming(qids)
+        assert kg.relations(qids) == duck.relations(qids)
+        assert kg.outgoing(qids, limit_per_entity=4) == duck.outgoing(qids, limit_per_entity=4)
+        assert kg.incoming(qids[:2], limit_per_entity=3) == duck.incoming(qids[:2], limit_per_entity=3)
+        hub, lit = qids[0], qids[1]
+        pairs = [(hub, expected["in"][hub][0].property, "in"), (lit, expected["out"][lit][-1].property, "out")]
+        assert kg.neighbours(pairs) == duck.neighbours(pairs)
+        ids = [hub, lit, expected["in"][hub][0].property, "Q999999999"]
+        assert kg.labels(ids) == duck.labels(ids)
+        label = expected["names"][lit]
+        texts = [label, label.lower(), "no such label at all"]
+        assert kg.search_label(texts) == duck.search_label(texts)
+
+        assert kg.search_label(INJECTIONS) == [[] for _ in INJECTIONS]
+        assert duck.search_label(INJECTIONS) == [[] for _ in INJECTIONS]
+        assert int(kg.select(render("count_triples"))[0]["n"]["value"]) == n_before
+        with pytest.raises(KGError):
+            kg.outgoing(['Q1" } ; DROP ALL ; #'])
+
+        srv.stop()  # endpoint down: a clear error, quickly, bounded by timeout * attempts
+        down = SparqlKG(srv.query_url, timeout_s=2, retries=2, backoff_s=0.05)
+        t0 = time.perf_counter()
+        with pytest.raises(KGError, match="failed after 3 attempt"):
+            down.outgoing([hub])
+        assert time.perf_counter() - t0 < 3
+
+
+class _Sleepy(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - stdlib handler name
+        time.sleep(3)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_slow_endpoint_times_out():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Sleepy)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        kg = SparqlKG(f"http://127.0.0.1:{server.server_address[1]}/query", timeout_s=0.4, retries=1,
+                      backoff_s=0.05)
+        t0 = time.perf_counter()
+        with pytest.raises(KGTimeout, match="no answer within 0.4s"):
+            kg.labels(["Q42"])
+        assert time.perf_counter() - t0 < 2.5
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_truthy_rule_best_rank_and_placeholders(tmp_path: Path):
+    """kg_claims.sql: preferred hides normal, deprecated dropped, truthy kept, placeholders and bad ids dropped."""
+    from storage.parquet_io import write_table
+
+    root, version = tmp_path / "w", "synthetic"
+    rows = [
+        ("Q1", "P1082", None, "100", "quantity", "normal"),
+        ("Q1", "P1082", None, "200", "quantity", "preferred"),
+        ("Q1", "P1082", None, "50", "quantity", "deprecated"),
+        ("Q1", "P17", "Q2", None, "wikibase-item", "normal"),
+        ("Q1", "P17", "Q3", None, "wikibase-item", "deprecated"),
+        ("Q1", "P40", None, "<novalue>", "wikibase-item", "normal"),
+        ("Q1", "P26", None, "<somevalue>", "wikibase-item", "normal"),
+        ("Q1", "P31", "Q5", None, "wikibase-item", "truthy"),
+        ("Q1", "P31", "Q6", None, "wikibase-item", "preferred"),
+        ("Q1", "P1", "L12", None, "wikibase-lexeme", "normal"),
+        ("Q2", "P17", "Q2", None, "wikibase-item", "normal"),
+    ]
+    cols = ("subject", "property", "object_qid", "object_value", "datatype", "rank")
+    write_table([{**dict(zip(cols, r, strict=True)), "source": "test"} for r in rows], "claims",
+                layout.kb_table_dir(version, "claims", root) / "part-00000-of-00001.parquet")
+    with DuckDBKG(version, root=root) as kg:
+        got = {(f.property, f.object_qid or f.object_value) for f in kg.outgoing(["Q1"])["Q1"]}
+        assert got == {("P1082", "200"), ("P17", "Q2"), ("P31", "Q5"), ("P31", "Q6")}
+        assert [f.subject for f in kg.incoming(["Q2"])["Q2"]] == ["Q1", "Q2"]
+        assert kg.labels(["Q1"]) == {"Q1": None}
+    counts = export_ntriples(version, tmp_path / "s.nt", root=root)
+    assert counts["claims"] == 5 and counts["triples"] == 5
+    text = (tmp_path / "s.nt").read_text()
+    assert '"200"^^<http://www.w3.org/2001/XMLSchema#decimal>' in text and "L12" not in text
