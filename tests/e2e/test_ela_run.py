@@ -76,8 +76,10 @@ def test_ela_end_to_end_with_the_embedded_model(run_env, embedded_llm, prefect_h
     assert stored_by["error_count"] == sum(1 for p in preds if p["error"])
     # the catalog sees the run
     con = duckdb.connect(str(layout.catalog_path()), read_only=True)
-    n = con.execute("select count(*) from latest_predictions where run_id = ?", [run_id]).fetchone()[0]
-    acc = con.execute("select value from latest_metrics where run_id = ? and metric = 'accuracy'", [run_id]).fetchone()
+    # DuckDB 2.0: fetchall() completes a result; fetchone() would leave it open and block the next query
+    n = con.execute("select count(*) from latest_predictions where run_id = ?", [run_id]).fetchall()[0][0]
+    acc = con.execute("select value from latest_metrics where run_id = ? and metric = 'accuracy'",
+                      [run_id]).fetchall()[0]
     # every data-quality check holds on a real linking run (0 offending rows)
     for check in sorted((layout.REPO_ROOT / "sql" / "checks").glob("*.sql")):
         bad = con.sql(check.read_text()).fetchall()

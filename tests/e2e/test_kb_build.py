@@ -21,7 +21,7 @@ def con(kb_home: str):
 
 
 def q1(con, sql: str, *params):
-    return con.execute(sql, list(params)).fetchone()[0]
+    return con.execute(sql, list(params)).fetchall()[0][0]
 
 
 def test_sample_kb_meets_the_measured_expectations(kb_home: str, con):
