@@ -260,10 +260,6 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
-def _fmt(v) -> str:
-    return f"{v:.4f}" if isinstance(v, float) else ("" if v is None else str(v))
-
-
 def cmd_catalog(a: argparse.Namespace) -> int:
     """``linkedqa catalog refresh``."""
     from storage.catalog import refresh_catalog

@@ -66,13 +66,17 @@ def write_manifest(folder: Path, content: dict[str, Any]) -> Path:
     return path
 
 
-def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The manifest of a folder, or None when the folder is unfinished."""
-    path = folder / MANIFEST
+def read_json(path: Path) -> dict[str, Any] | None:
+    """Read a JSON marker/record file, or None when it does not exist."""
     if not path.is_file():
         return None
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The manifest of a folder, or None when the folder is unfinished."""
+    return read_json(folder / MANIFEST)
 
 
 def is_complete(folder: Path) -> bool:

@@ -18,11 +18,11 @@ import pyarrow as pa
 
 from storage import layout
 from storage.catalog import register_parquet_view, sql_literal
-from storage.manifest import now_iso, write_json_atomic, write_manifest
+from storage.manifest import now_iso, read_json, write_json_atomic, write_manifest
 from storage.parquet_io import PartWriter, part_files
 from storage.schemas import KB_TABLES, schema_for
 from tasks.kb.plan import SOURCE_PRIORITY, BuildPlan
-from tasks.kb.stage import DONE, _load, shard_dir
+from tasks.kb.stage import DONE, shard_dir
 
 SQL_KB = layout.REPO_ROOT / "sql" / "kb"
 # Order matters: entities reads kb_aliases and kb_claims; articles reads kb_title_map; passages reads kb_articles.
@@ -133,7 +133,7 @@ def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: s
         mark = marks / f"{table}.json"
         out = layout.kb_table_dir(plan.version, table, root)
         if mark.is_file():
-            counts[table] = _load(mark)["rows"]
+            counts[table] = read_json(mark)["rows"]
         else:
             t0 = time.perf_counter()
             counts[table] = write_query_parts(con, sql, table, out)

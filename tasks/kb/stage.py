@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 from storage import layout
-from storage.manifest import read_manifest, write_json_atomic
+from storage.manifest import read_json, write_json_atomic
 from storage.parquet_io import PartWriter
 from tasks.dumps.base import Shard, TableRow
 from tasks.kb.plan import InputSpec
@@ -97,7 +97,7 @@ def stage_shard(
         tasks.dumps.base.DumpError: Unreadable input (truncated stream); nothing is marked done.
     """
     out = shard_dir(version, spec, shard, root)
-    done = read_manifest_like(out / DONE)
+    done = read_json(out / DONE)
     if done is not None:
         return {**done, "skipped": True}
     t0 = time.perf_counter()
@@ -129,17 +129,3 @@ def stage_shard(
     }
     write_json_atomic(out / DONE, record)
     return {**record, "skipped": False}
-
-
-def read_manifest_like(path: Path) -> dict | None:
-    """Read a JSON marker file, or None when absent."""
-    if not path.is_file():
-        return None
-    return read_manifest(path.parent) if path.name == "manifest.json" else _load(path)
-
-
-def _load(path: Path) -> dict:
-    import json
-
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)

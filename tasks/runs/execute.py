@@ -115,13 +115,12 @@ def shard_part(plan: RunPlan, i: int, root: Path | None = None) -> Path:
     return layout.run_dir(plan.run_id, root) / "predictions" / layout.part_name(i, plan.n_shards)
 
 
-def _shard_questions(plan: RunPlan, i: int, root: Path | None, data_root: Path | None) -> list[dict]:
+def plan_questions(plan: RunPlan, root: Path | None = None, start: int = 0, end: int | None = None) -> list[dict]:
+    """The plan's questions ``question_ids[start:end]`` (a shard, or all of them), in plan order."""
     folder = layout.dataset_dir(plan.config.dataset, plan.dataset_version, root)
     tbl = read_table(folder / "questions", "questions")
-    tbl = tbl.filter(pc.equal(tbl["split"], plan.split))
-    by_id = {r["question_id"]: r for r in tbl.to_pylist()}
-    s, e = plan.shard_bounds[i]
-    return [by_id[q] for q in plan.question_ids[s:e]]
+    by_id = {r["question_id"]: r for r in tbl.filter(pc.equal(tbl["split"], plan.split)).to_pylist()}
+    return [by_id[q] for q in plan.question_ids[start:end]]
 
 
 def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Path | None = None,
@@ -138,7 +137,7 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
         rec = json.loads(rec_path.read_text()) if rec_path.is_file() else {}
         return {**rec, "skipped": True}
     t0 = time.perf_counter()
-    questions = _shard_questions(plan, i, root, data_root)
+    questions = plan_questions(plan, root, *plan.shard_bounds[i])
     method_cls = get_method(plan.config.method)
     method = method_cls(method_cls.Settings(**plan.method_settings))
     ctx = MethodContext(kb_version=plan.kb_version, root=root or layout.home(), run_dir=rdir)
@@ -230,7 +229,7 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
         raise RuntimeError(f"run {plan.run_id}: duplicated question ids in predictions")
     if sorted(ids) != sorted(plan.question_ids):
         raise RuntimeError(f"run {plan.run_id}: predictions do not cover exactly the planned questions")
-    questions = _all_questions(plan, root)
+    questions = plan_questions(plan, root)
     method_cls = get_method(plan.config.method)
     shard_recs = [json.loads(p.read_text()) for p in sorted((rdir / "shards").glob("shard-*.json"))]
     # a resumed run also spent the wall time of the shards finished by earlier attempts
@@ -272,14 +271,6 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
     return metric_rows
 
 
-def _all_questions(plan: RunPlan, root: Path | None) -> list[dict]:
-    folder = layout.dataset_dir(plan.config.dataset, plan.dataset_version, root)
-    tbl = read_table(folder / "questions", "questions")
-    tbl = tbl.filter(pc.equal(tbl["split"], plan.split))
-    wanted = set(plan.question_ids)
-    return [r for r in tbl.to_pylist() if r["question_id"] in wanted]
-
-
 def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, root: Path | None,
                        plan: RunPlan) -> list[dict]:
     """Efficiency accounting stored as metric rows (wall time, calls, tokens, memory, index size)."""
@@ -318,6 +309,6 @@ def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict]
         raise RuntimeError(f"run {run_id} is unfinished (no manifest); re-run its command to resume it")
     preds = read_predictions(run_id, root).to_pylist()
     method_cls = get_method(plan.config.method)
-    recomputed = summary_metrics(method_cls.metric_family, preds, _all_questions(plan, root))
+    recomputed = summary_metrics(method_cls.metric_family, preds, plan_questions(plan, root))
     stored = pq.read_table(rdir / "metrics").to_pylist()
     return recomputed, stored
