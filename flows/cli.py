@@ -187,13 +187,15 @@ def validate_run(cfg) -> None:
     from storage import layout
     from storage.catalog import complete_dataset_versions
     from tasks.agents.registry import get_method
-    from tasks.datasets.registry import UnknownDataset, known_datasets
+    from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
 
-    get_method(cfg.method).parse_settings(cfg.settings)
+    method_cls = get_method(cfg.method)
+    method_cls.parse_settings(cfg.settings)
     layout.safe_name(cfg.dataset, "dataset name")
     imported = {d for d, _, _ in complete_dataset_versions()}
     if cfg.dataset not in known_datasets() and cfg.dataset not in imported:
         raise UnknownDataset(cfg.dataset)
+    method_cls.check_task(cfg.dataset, dataset_task(cfg.dataset))
 
 
 def cmd_run(a: argparse.Namespace) -> int:

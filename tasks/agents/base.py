@@ -7,7 +7,9 @@ owns sharding, the backend, caching, persistence and metrics; a method only says
   the list of valid keys);
 * ``build_tools(ctx)``: the batched tools its agent may call (search indexes are built/opened here);
 * ``agent``: the step-machine generator (see ``tasks.agents.runtime``);
-* ``metric_family``: which metrics ``tasks.metrics`` computes from its stored predictions.
+* ``metric_family``: which metrics ``tasks.metrics`` computes from its stored predictions; ``None`` for methods
+  that serve several tasks (``closed-book``): the family then follows the dataset's task
+  (``TASK_FAMILIES``: el -> linking, qa -> qa, yesno -> strategyqa, kgqa -> qald, ea -> alignment).
 """
 
 from __future__ import annotations
@@ -31,13 +33,28 @@ class MethodSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+TASK_FAMILIES: dict[str, str] = {"el": "linking", "qa": "qa", "yesno": "strategyqa", "kgqa": "qald",
+                                 "ea": "alignment"}
+
+
 @dataclass
 class MethodContext:
-    """What a method may use to build its tools: the KB version and the data root."""
+    """What a method may use to build its tools and agent.
+
+    Attributes:
+        kb_version: Published KB version the run reads (None for methods without a KB).
+        root: ``LINKEDQA_HOME``.
+        run_dir: The run folder (side outputs such as SFT exports go under it).
+        dataset: Dataset name of the run.
+        task: The dataset's task kind (``tasks.datasets.registry.dataset_task``).
+        extra: Free slot for state a method computes in ``build_tools`` and its agent reads.
+    """
 
     kb_version: str | None
     root: Path
     run_dir: Path | None = None
+    dataset: str = ""
+    task: str = "qa"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -49,7 +66,9 @@ class Method:
     Settings: ClassVar[type[MethodSettings]] = MethodSettings
     needs_llm: ClassVar[bool] = True
     needs_kb: ClassVar[bool] = True
-    metric_family: ClassVar[str] = "linking"
+    metric_family: ClassVar[str | None] = "linking"
+    #: Task kinds the method accepts (None: any); ``linkedqa run`` refuses other datasets with a clear error.
+    tasks: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, settings: MethodSettings):
         self.settings = settings
@@ -71,6 +90,22 @@ class Method:
         except ValidationError as exc:
             msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise UnknownSetting(f"invalid --set value for {cls.name!r}: {msgs}") from None
+
+    @classmethod
+    def family_for(cls, task: str) -> str:
+        """Metric family of this method on a dataset of kind ``task``."""
+        return cls.metric_family or TASK_FAMILIES[task]
+
+    @classmethod
+    def check_task(cls, dataset: str, task: str) -> None:
+        """Refuse a dataset whose task kind the method does not serve.
+
+        Raises:
+            UnknownSetting: Naming the dataset, its task and the tasks the method accepts.
+        """
+        if cls.tasks is not None and task not in cls.tasks:
+            raise UnknownSetting(f"method {cls.name!r} does not apply to dataset {dataset!r} (task {task!r}); "
+                                 f"it accepts datasets of task(s) {', '.join(cls.tasks)}")
 
     def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
         """Open or build the batched tools the agent uses."""

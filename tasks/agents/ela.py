@@ -183,6 +183,7 @@ class ElaMethod(Method):
     description = "ELA entity-linking agent: Search() -> top-K candidates -> <think> -> <answer>[i][j]"
     Settings = ElaSettings
     metric_family = "linking"
+    tasks = ("el", "kgqa", "qa")
 
     def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
         """Entity search over the KB: labels+aliases (wikidata) or article titles (wikipedia)."""

@@ -52,6 +52,7 @@ class SearchRecallMethod(Method):
     Settings = SearchRecallSettings
     needs_llm = False
     metric_family = "search"
+    tasks = ("el", "kgqa", "qa")
 
     def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
         """Entity search tool and the KB's QID set (for coverage)."""

@@ -30,21 +30,25 @@ class DatasetSpec:
         name: Dataset name used on the command line and in the ``dataset`` column.
         description: One line for ``linkedqa data list``.
         loader: ``loader(data_root) -> LoadedDataset``.
+        task: What the questions ask for, which picks the default metric family of methods that serve several
+            tasks (``closed-book``): ``el`` (entity linking), ``qa`` (short text answers), ``yesno``
+            (StrategyQA), ``kgqa`` (answer sets over Wikidata), ``ea`` (entity alignment).
     """
 
     name: str
     description: str
     loader: Callable[[Path], LoadedDataset]
+    task: str = "qa"
 
 
 REGISTRY: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
-        DatasetSpec(webqsp_el.NAME, webqsp_el.DESCRIPTION, webqsp_el.load),
-        DatasetSpec(qald.QALD10, qald.QALD10_DESCRIPTION, qald.load_qald10),
-        DatasetSpec(qald.QALD9P, qald.QALD9P_DESCRIPTION, qald.load_qald9_plus),
-        DatasetSpec(simplequestions.NAME, simplequestions.DESCRIPTION, simplequestions.load),
-        DatasetSpec(lcquad2.NAME, lcquad2.DESCRIPTION, lcquad2.load),
+        DatasetSpec(webqsp_el.NAME, webqsp_el.DESCRIPTION, webqsp_el.load, "el"),
+        DatasetSpec(qald.QALD10, qald.QALD10_DESCRIPTION, qald.load_qald10, "kgqa"),
+        DatasetSpec(qald.QALD9P, qald.QALD9P_DESCRIPTION, qald.load_qald9_plus, "kgqa"),
+        DatasetSpec(simplequestions.NAME, simplequestions.DESCRIPTION, simplequestions.load, "kgqa"),
+        DatasetSpec(lcquad2.NAME, lcquad2.DESCRIPTION, lcquad2.load, "kgqa"),
     )
 }
 
@@ -64,6 +68,15 @@ class UnknownDataset(KeyError):
 def known_datasets() -> dict[str, str]:
     """Registered dataset names with their one-line descriptions, in registry order."""
     return {name: spec.description for name, spec in REGISTRY.items()}
+
+
+TASKS = ("el", "qa", "yesno", "kgqa", "ea")
+
+
+def dataset_task(name: str) -> str:
+    """The task kind of a registered dataset; user-imported datasets (``linkedqa data import``) are ``qa``."""
+    spec = REGISTRY.get(name)
+    return spec.task if spec is not None else "qa"
 
 
 def get_spec(name: str) -> DatasetSpec:

@@ -11,12 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tasks.metrics.qald import QALD_METRICS
 from tasks.metrics.registry import compute
 
 SEARCH_KS = (1, 10, 50)
 FAMILIES: dict[str, list[str]] = {
     "linking": ["precision", "recall", "accuracy", "micro_precision", "micro_recall", "micro_f1"],
     "search": [f"recall@{k}" for k in SEARCH_KS],
+    "qa": ["em", "f1", "acc_sub"],
+    "strategyqa": ["strategyqa_acc", "invalid_count"],
+    "qald": list(QALD_METRICS),
 }
 
 

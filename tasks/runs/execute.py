@@ -32,6 +32,7 @@ from storage.schemas import PREDICTIONS
 from tasks.agents.base import MethodContext
 from tasks.agents.registry import get_method
 from tasks.agents.runtime import run_agents
+from tasks.datasets.registry import dataset_task
 from tasks.datasets.store import latest_dataset_folder, store_dataset
 from tasks.metrics.runs import per_item_scores, summary_metrics
 from tasks.runs.backends import get_backend
@@ -83,6 +84,7 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
     """
     method_cls = get_method(cfg.method)
     settings = method_cls.parse_settings(cfg.settings)
+    method_cls.check_task(cfg.dataset, dataset_task(cfg.dataset))
     kb_version = resolve_kb(cfg.kb, root) if method_cls.needs_kb else None
     if method_cls.needs_kb and kb_version is None:
         raise LookupError("no KB built yet: run `linkedqa kb build --sample` first")
@@ -140,7 +142,9 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
     questions = plan_questions(plan, root, *plan.shard_bounds[i])
     method_cls = get_method(plan.config.method)
     method = method_cls(method_cls.Settings(**plan.method_settings))
-    ctx = MethodContext(kb_version=plan.kb_version, root=root or layout.home(), run_dir=rdir)
+    task = dataset_task(plan.config.dataset)
+    ctx = MethodContext(kb_version=plan.kb_version, root=root or layout.home(), run_dir=rdir,
+                        dataset=plan.config.dataset, task=task)
     tools = method.build_tools(ctx)
     backend = get_backend(plan.config, root) if method_cls.needs_llm else None
     t_ready = time.perf_counter()
@@ -170,7 +174,7 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
             "scores": None,
             **({"_extra_scores": o["scores"]} if isinstance(o.get("scores"), dict) else {}),
         })
-    scores = per_item_scores(method_cls.metric_family, rows, questions)
+    scores = per_item_scores(method_cls.family_for(task), rows, questions)
     for r in rows:
         extra = r.pop("_extra_scores", {})
         r["scores"] = {**scores.get(r["question_id"], {}), **extra}
@@ -234,7 +238,8 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
     shard_recs = [json.loads(p.read_text()) for p in sorted((rdir / "shards").glob("shard-*.json"))]
     # a resumed run also spent the wall time of the shards finished by earlier attempts
     wall_s += sum(r.get("wall_s", 0.0) for r in shard_recs if r.get("finished_at", "") < started_at)
-    summary = summary_metrics(method_cls.metric_family, preds.to_pylist(), questions)
+    family = method_cls.family_for(dataset_task(plan.config.dataset))
+    summary = summary_metrics(family, preds.to_pylist(), questions)
     summary += efficiency_metrics(preds, shard_recs, wall_s, root, plan)
     metric_rows = [
         {"run_id": plan.run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split,
@@ -309,6 +314,7 @@ def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict]
         raise RuntimeError(f"run {run_id} is unfinished (no manifest); re-run its command to resume it")
     preds = read_predictions(run_id, root).to_pylist()
     method_cls = get_method(plan.config.method)
-    recomputed = summary_metrics(method_cls.metric_family, preds, plan_questions(plan, root))
+    family = method_cls.family_for(dataset_task(plan.config.dataset))
+    recomputed = summary_metrics(family, preds, plan_questions(plan, root))
     stored = pq.read_table(rdir / "metrics").to_pylist()
     return recomputed, stored
