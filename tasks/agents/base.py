@@ -115,5 +115,12 @@ class Method:
         """The step-machine generator function (called after ``build_tools``)."""
         raise NotImplementedError
 
+    def index_paths(self, ctx: MethodContext) -> list[Path] | None:
+        """Files/folders the method's retrieval needs on disk (for the ``index_disk_mb`` metric).
+
+        ``None`` (the default) counts every index of the run's KB version; ``[]`` means none.
+        """
+        return None if self.needs_kb else []
+
     def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext, shard: int) -> None:
         """Optional per-shard side outputs (e.g. SFT exports) written under the run folder."""

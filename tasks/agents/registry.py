@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from tasks.agents.base import Method
 from tasks.agents.ela import ElaMethod
+from tasks.agents.entity_qa import BM25RagMethod, ClosedBookMethod, DenseRagMethod, ERMethod
 from tasks.agents.search_recall import SearchRecallMethod
 
 METHODS: dict[str, type[Method]] = {
     ElaMethod.name: ElaMethod,
     SearchRecallMethod.name: SearchRecallMethod,
+    ClosedBookMethod.name: ClosedBookMethod,
+    BM25RagMethod.name: BM25RagMethod,
+    DenseRagMethod.name: DenseRagMethod,
+    ERMethod.name: ERMethod,
 }
 
 

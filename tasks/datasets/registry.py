@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import layout
-from tasks.datasets import lcquad2, qald, simplequestions, webqsp_el
+from tasks.datasets import entity_qa, lcquad2, qald, simplequestions, webqsp_el
 from tasks.datasets.base import LoadedDataset
 from tasks.datasets.jsonl import import_jsonl
 
@@ -49,6 +49,14 @@ REGISTRY: dict[str, DatasetSpec] = {
         DatasetSpec(qald.QALD9P, qald.QALD9P_DESCRIPTION, qald.load_qald9_plus, "kgqa"),
         DatasetSpec(simplequestions.NAME, simplequestions.DESCRIPTION, simplequestions.load, "kgqa"),
         DatasetSpec(lcquad2.NAME, lcquad2.DESCRIPTION, lcquad2.load, "kgqa"),
+        *(DatasetSpec(name, entity_qa.DESCRIPTIONS[name], loader, task) for name, loader, task in (
+            (entity_qa.ENTITYQUESTIONS, entity_qa.load_entityquestions, "qa"),
+            (entity_qa.POPQA, entity_qa.load_popqa, "qa"),
+            (entity_qa.FACTOIDQA, entity_qa.load_factoidqa, "qa"),
+            (entity_qa.STRATEGYQA, entity_qa.load_strategyqa, "yesno"),
+            (entity_qa.TWOWIKI, entity_qa.load_2wiki, "qa"),
+            (entity_qa.TRIVIAQA, entity_qa.load_triviaqa, "qa"),
+        )),
     )
 }
 

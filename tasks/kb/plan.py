@@ -30,6 +30,7 @@ SOURCE_PRIORITY = {
     "properties-json": 1,
     "title-map": 5,
     "wikipedia": 6,
+    "cmu-articles": 7,
 }
 
 KINDS = (
@@ -45,6 +46,7 @@ KINDS = (
     "title-map",
     "properties-json",
     "wikipedia",
+    "cmu-articles",
 )
 
 
@@ -143,6 +145,9 @@ def sample_inputs(data: Path, shards_per_file: int = 1) -> list[InputSpec]:
     add("title-map", "wikipedia-vital-articles/vital_articles_entities_2019.csv.gz", "title-map")
     for f in sorted((data / "wikipedia-xml-dump").glob("*.xml*.bz2")):
         add("wikipedia", str(f.relative_to(data)), "wikipedia")
+    # FactoidQA's article texts (one input per year; tasks/dumps/cmu_articles.py)
+    for year in ("S08", "S09", "S10"):
+        add("cmu-articles", f"factoidqa-cmu/{year}/question_answer_pairs.txt", "cmu-articles")
     return specs
 
 

@@ -66,6 +66,10 @@ def _reader(spec: InputSpec, shard: Shard) -> Iterator[TableRow]:
         from tasks.dumps.wikipedia_xml import read_wikipedia_xml
 
         return read_wikipedia_xml(path, shard, source=spec.source)
+    if kind == "cmu-articles":
+        from tasks.dumps.cmu_articles import read_cmu_articles
+
+        return read_cmu_articles(path, shard)
     raise ValueError(f"no reader for input kind {kind!r}")
 
 

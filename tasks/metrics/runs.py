@@ -2,15 +2,26 @@
 
 Families: ``linking`` (ELA: set precision/recall/accuracy + pooled micro P/R/F1 against ``gold_entities``)
 and ``search`` (search-recall: recall@1/10/50 of the gold mentions' QIDs, over all questions with a gold
-mention and over the KB-covered ones, named ``recall@k_covered``). Items with an error count as empty
-predictions: errors are never silently dropped from a denominator.
+mention and over the KB-covered ones, named ``recall@k_covered``), ``qa`` (SQuAD EM/F1 and ``acc_sub``
+against ``gold_answers``), ``strategyqa`` (accuracy and ``invalid_count``) and ``qald`` (answer-set macro F1,
+both conventions). Items with an error count as empty predictions: errors are never silently dropped from a
+denominator.
+
+Extras read from the stored predictions of the ``qa``/``strategyqa`` methods: when items logged retrieved
+documents in their trajectory (``{"kind": "note", "retrieved": [{"text": ...}, ...]}``), the ``qa`` family adds
+``ndcg@k``, ``topk_acc@k`` (k in ``RETRIEVAL_KS``) and ``mrr_retrieval`` with answer-string relevance; when
+items carry ``predicted_entities`` (ER from a linking run), ``hit1`` of the first linked entity; and the
+per-item flags ``scores.fallback`` / ``scores.missing_articles`` are summed into ``fallback_count`` /
+``missing_articles``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tasks.metrics.qa import RETRIEVAL_KS
 from tasks.metrics.qald import QALD_METRICS
 from tasks.metrics.registry import compute
 
@@ -33,7 +44,39 @@ def ranked_from_answers(answers: Sequence[str] | None) -> list[list[str]]:
     return [per[i] for i in sorted(per)]
 
 
+RETRIEVAL_METRICS = [*(f"ndcg@{k}" for k in RETRIEVAL_KS), *(f"topk_acc@{k}" for k in RETRIEVAL_KS), "mrr_retrieval"]
+FLAG_SUMS = {"fallback": "fallback_count", "missing_articles": "missing_articles"}
+
+
+def retrieved_texts(trajectory: str | None) -> list[str] | None:
+    """Texts of the documents an item logged as retrieved (the last ``retrieved`` note), or None."""
+    found = None
+    for step in json.loads(trajectory or "[]"):
+        if step.get("kind") == "note" and "retrieved" in step:
+            found = [d.get("text") or "" for d in step["retrieved"]]
+    return found
+
+
+def metric_names(family: str, preds: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The metrics of ``family`` for these predictions (``qa`` grows retrieval metrics and ``hit1``)."""
+    names = list(FAMILIES[family])
+    if family == "qa":
+        if any(p.get("retrieved_texts") is not None for p in preds):
+            names += RETRIEVAL_METRICS
+        if any(p.get("predicted_entities") for p in preds):
+            names.append("hit1")
+    return names
+
+
 def _prepare(family: str, preds: Sequence[Mapping[str, Any]], questions: Sequence[Mapping[str, Any]]):
+    if family == "qa":
+        p2 = []
+        for p in preds:
+            texts = retrieved_texts(p.get("trajectory"))
+            p2.append({**p, "retrieved_texts": texts} if texts is not None else dict(p))
+        if any("retrieved_texts" in p for p in p2):  # every row needs the key once one has it
+            p2 = [{**p, "retrieved_texts": p.get("retrieved_texts") or []} for p in p2]
+        return p2, list(questions)
     if family != "search":
         return list(preds), list(questions)
     p2 = [{**p, "ranked_entities": ranked_from_answers(p.get("answers"))} for p in preds]
@@ -48,7 +91,7 @@ def per_item_scores(family: str, preds: Sequence[Mapping[str, Any]],
                     questions: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """``{question_id: {metric: score}}`` for the family's metrics (stored in ``predictions.scores``)."""
     p, q = _prepare(family, preds, questions)
-    per_item, _ = compute(FAMILIES[family], p, q)
+    per_item, _ = compute(metric_names(family, p), p, q)
     return per_item
 
 
@@ -56,7 +99,11 @@ def summary_metrics(family: str, preds: Sequence[Mapping[str, Any]],
                     questions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Summary rows ``{metric, value, n}`` recomputed from the stored predictions."""
     p, q = _prepare(family, preds, questions)
-    _, summary = compute(FAMILIES[family], p, q)
+    _, summary = compute(metric_names(family, p), p, q)
+    for flag, metric in FLAG_SUMS.items():
+        vals = [dict(r.get("scores") or {}).get(flag) for r in preds]
+        if any(v is not None for v in vals):
+            summary.append({"metric": metric, "value": float(sum(v or 0.0 for v in vals)), "n": len(preds)})
     if family == "search":
         covered = {r["question_id"] for r in preds if dict(r.get("scores") or {}).get("gold_in_kb") == 1.0}
         pc = [r for r in p if r["question_id"] in covered]

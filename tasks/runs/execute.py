@@ -297,11 +297,32 @@ def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, root: Path 
         {"metric": "non_llm_seconds", "value": float(sum(r.get("non_llm_seconds", 0.0) for r in shard_recs)),
          "n": n},
     ]
-    if plan.kb_version:
-        idx_root = (root or layout.home()) / "indexes" / plan.kb_version
-        size = sum(f.stat().st_size for f in idx_root.rglob("*") if f.is_file()) if idx_root.is_dir() else 0
-        out.append({"metric": "index_disk_mb", "value": size / 2**20, "n": n})
+    out.append({"metric": "retrieval_s", "value": float(sum(r.get("tool_seconds", 0.0) for r in shard_recs)),
+                "n": n})
+    paths = method_index_paths(plan, root)
+    if paths is not None:
+        out.append({"metric": "index_disk_mb", "value": sum(disk_bytes(p) for p in paths) / 2**20, "n": n})
     return out
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes of a file, or of every file under a folder (0 when absent)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+
+
+def method_index_paths(plan: RunPlan, root: Path | None) -> list[Path] | None:
+    """What the run's retrieval keeps on disk (``Method.index_paths``; all KB indexes when unspecified)."""
+    method_cls = get_method(plan.config.method)
+    method = method_cls(method_cls.Settings(**plan.method_settings))
+    home = root or layout.home()
+    ctx = MethodContext(kb_version=plan.kb_version, root=home, dataset=plan.config.dataset,
+                        task=dataset_task(plan.config.dataset))
+    paths = method.index_paths(ctx)
+    if paths is None and plan.kb_version:
+        return [home / "indexes" / plan.kb_version]
+    return paths
 
 
 def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict], list[dict]]:

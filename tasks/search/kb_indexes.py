@@ -2,8 +2,9 @@
 
 Inputs: the published KB tables (``kb/<version>/entities``, ``articles``). Outputs:
 ``indexes/<kb_version>/entity-bm25`` (labels + aliases, description = Wikidata description) and
-``indexes/<kb_version>/title-bm25`` (Wikipedia titles, description = lead paragraph). Built once per version
-(atomic, idempotent) and opened once per process.
+``indexes/<kb_version>/title-bm25`` (Wikipedia titles, description = lead paragraph),
+``indexes/<kb_version>/passage-bm25`` and ``passage-dense`` (the KB's 100-word passages: BM25, and
+all-MiniLM-L6-v2 + FAISS). Built once per version (atomic, idempotent) and opened once per process.
 """
 
 from __future__ import annotations
@@ -79,6 +80,49 @@ def title_index(kb_version: str, root: Path | None = None):
                 rows = _iter_rows(kb_version, "articles", ["page_id", "title", "qid", "lead"], root)
                 TitleIndex.build(folder, rows)
             _OPEN[key] = TitleIndex.open(folder)
+        return _OPEN[key]
+
+
+def passage_index(kb_version: str, root: Path | None = None):
+    """Open (building if needed) the BM25 index over the KB's 100-word passages."""
+    from tasks.search.passages import PassageIndex
+
+    root = root or layout.home()
+    key = (str(root), f"passage:{kb_version}")
+    with _LOCK:
+        if key not in _OPEN:
+            folder = passage_index_dir(kb_version, "bm25", root)
+            if not (folder / "meta.json").is_file():
+                rows = _iter_rows(kb_version, "passages", ["passage_id", "page_id", "title", "qid", "text"], root)
+                PassageIndex.build(folder, rows)
+            _OPEN[key] = PassageIndex.open(folder)
+        return _OPEN[key]
+
+
+def passage_index_dir(kb_version: str, kind: str, root: Path | None = None) -> Path:
+    """Folder of the ``bm25`` or ``dense`` passage index of a KB version."""
+    return layout.index_dir(kb_version, f"passage-{kind}.v{INDEX_FORMAT}", root or layout.home())
+
+
+def dense_passage_index(kb_version: str, root: Path | None = None):
+    """Open (building if needed) the dense (MiniLM + FAISS) index over the KB's passages, with a text lookup.
+
+    Returns:
+        ``(DenseIndex, {passage_id: (title, text, qid)})``.
+    """
+    from tasks.search.passages import DenseIndex
+
+    root = root or layout.home()
+    key = (str(root), f"dense:{kb_version}")
+    with _LOCK:
+        if key not in _OPEN:
+            rows = list(_iter_rows(kb_version, "passages", ["passage_id", "title", "qid", "text"], root))
+            lookup = {r["passage_id"]: (r["title"], r["text"], r["qid"]) for r in rows if r["text"]}
+            folder = passage_index_dir(kb_version, "dense", root)
+            ids = list(lookup)
+            texts = [f"{lookup[i][0]}\n{lookup[i][1]}" if lookup[i][0] else lookup[i][1] for i in ids]
+            index = DenseIndex.build(folder, ids, texts, extra_meta={"kb_version": kb_version})
+            _OPEN[key] = (index, lookup)
         return _OPEN[key]
 
 

@@ -79,6 +79,12 @@ def test_articles_have_clean_text_and_qids(kb_home: str, con):
     assert leftovers == 0
     assert q1(con, "select max(len(string_split(text, ' '))) from latest_passages") <= 100
     assert q1(con, "select qid from latest_articles where title = 'Anarchism'") == "Q6199"
+    # FactoidQA's 150 article texts (synthetic negative page ids), linked through the title maps
+    cmu, cmu_qid = con.execute("select count(*), count(qid) from latest_articles "
+                               "where source like 'factoidqa-cmu/%' and page_id < 0").fetchall()[0]
+    assert cmu == 150 and cmu_qid >= 140
+    # the vital-articles title map (2019) gives Kangaroo -> Q5070208
+    assert q1(con, "select qid from latest_articles where source = 'factoidqa-cmu/S08/data/set1/a1'") == "Q5070208"
 
 
 def test_rebuild_of_a_finished_version_is_a_noop(kb_home: str, data_root):
