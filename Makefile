@@ -46,6 +46,7 @@ bench: $(STAMP)
 
 report: $(STAMP)
 	$(BIN)/linkedqa report
+	$(BIN)/linkedqa report --notebooks
 
 clean-warehouse:
 	rm -rf warehouse

@@ -248,6 +248,18 @@ def cmd_report(a: argparse.Namespace) -> int:
     """``linkedqa report``: metrics across runs from the catalog."""
     from storage.catalog import connect
 
+    if a.notebooks:
+        from flows.notebook_report import _ANSI, execute_notebooks
+
+        failed = 0
+        for name, res in execute_notebooks().items():
+            if isinstance(res, Exception):
+                failed += 1
+                last = _ANSI.sub("", str(res)).strip().splitlines()[-1][:200]
+                print(f"error: notebook {name} failed (see its HTML): {last}", file=sys.stderr)
+            else:
+                print(f"{name:<10} {res}")
+        return EXIT_OTHER if failed else 0
     con = connect()
     if a.run:
         rows = con.execute("SELECT metric, value, n FROM metrics WHERE run_id = ? ORDER BY metric", [a.run]).fetchall()
@@ -362,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="metrics table across runs (from the catalog)")
     rp.add_argument("--run", default=None)
     rp.add_argument("--views", nargs="*", default=None, help="report views to print (default: all of sql/reports)")
+    rp.add_argument("--notebooks", action="store_true",
+                    help="execute notebooks/ (overview, methods, errors) into LINKEDQA_HOME/reports as HTML + PNG")
     rp.set_defaults(fn=cmd_report)
 
     c = sub.add_parser("catalog", help="catalog maintenance").add_subparsers(dest="catalog_cmd", required=True,

@@ -14,6 +14,7 @@ SELECT
     max(m.value) FILTER (WHERE m.metric = 'tokens_per_item') AS tokens_per_item,
     max(m.value) FILTER (WHERE m.metric = 'llm_seconds') AS llm_seconds,
     max(m.value) FILTER (WHERE m.metric = 'non_llm_seconds') AS non_llm_seconds,
+    max(m.value) FILTER (WHERE m.metric = 'retrieval_s') AS retrieval_s,
     max(m.value) FILTER (WHERE m.metric = 'peak_rss_mb') AS peak_rss_mb,
     max(m.value) FILTER (WHERE m.metric = 'index_disk_mb') AS index_disk_mb,
     (max(m.value) FILTER (WHERE m.metric = 'error_count'))::BIGINT AS error_count,

@@ -10,6 +10,7 @@ all-MiniLM-L6-v2 + FAISS). Built once per version (atomic, idempotent) and opene
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,6 +120,9 @@ def dense_passage_index(kb_version: str, root: Path | None = None):
             rows = list(_iter_rows(kb_version, "passages", ["passage_id", "title", "qid", "text"], root))
             lookup = {r["passage_id"]: (r["title"], r["text"], r["qid"]) for r in rows if r["text"]}
             folder = passage_index_dir(kb_version, "dense", root)
+            if not (folder / "meta.json").is_file():
+                print(f"  building the dense passage index of {kb_version} ({len(lookup):,} passages, "
+                      "all-MiniLM-L6-v2; once per KB version)", file=sys.stderr, flush=True)
             ids = list(lookup)
             texts = [f"{lookup[i][0]}\n{lookup[i][1]}" if lookup[i][0] else lookup[i][1] for i in ids]
             index = DenseIndex.build(folder, ids, texts, extra_meta={"kb_version": kb_version})
