@@ -92,6 +92,11 @@ class Method:
             raise UnknownSetting(f"invalid --set value for {cls.name!r}: {msgs}") from None
 
     @classmethod
+    def needs_kb_for(cls, task: str) -> bool:
+        """Whether a run on a dataset of kind ``task`` needs a published KB (default: ``needs_kb``)."""
+        return cls.needs_kb
+
+    @classmethod
     def family_for(cls, task: str) -> str:
         """Metric family of this method on a dataset of kind ``task``."""
         return cls.metric_family or TASK_FAMILIES[task]
@@ -120,7 +125,7 @@ class Method:
 
         ``None`` (the default) counts every index of the run's KB version; ``[]`` means none.
         """
-        return None if self.needs_kb else []
+        return None if ctx.kb_version else []
 
     def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext, shard: int) -> None:
         """Optional per-shard side outputs (e.g. SFT exports) written under the run folder."""

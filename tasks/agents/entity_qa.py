@@ -101,10 +101,10 @@ def budget_docs(docs: list[dict[str, Any]], max_words: int) -> tuple[list[dict[s
 class QASettings(MethodSettings):
     """``--set`` options shared by the QA methods."""
 
-    max_tokens: int = 0  # 0: the paper's limit (10 new tokens; 1 on yes/no datasets)
+    max_tokens: int = 0  # 0: the paper's limit (10 new tokens; 1 on yes/no datasets; KGQA: kgqa's default)
     temperature: float = 0.0
     seed: int = 0
-    cot: bool = False  # KGQA closed-book only: chain-of-thought before the answer
+    cot: bool | None = None  # KGQA closed-book only: reasoning before the answer (default on, as the QALD paper)
     system: str = ""  # optional system message (the paper has none; e.g. "Answer with a few words.")
     max_doc_words: int = 2400  # bound on document words in one prompt (the engine's context is finite)
 
@@ -150,6 +150,19 @@ class ClosedBookMethod(Method):
     needs_kb = False
     metric_family = None
     tasks = ("qa", "yesno", "kgqa")
+
+    @classmethod
+    def needs_kb_for(cls, task: str) -> bool:
+        """KGQA answers are linked back to QIDs through the KB; text QA needs none."""
+        return task == "kgqa"
+
+    def index_paths(self, ctx: MethodContext) -> list[Path]:
+        """Nothing for text QA; the answer-linking indexes on KGQA datasets."""
+        if ctx.task == "kgqa":
+            from tasks.agents.kgqa import kgqa_index_paths
+
+            return kgqa_index_paths(self.settings, ctx)
+        return []
 
     def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
         """No tools, except on KGQA datasets (answer linking)."""

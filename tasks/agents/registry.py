@@ -5,11 +5,14 @@ from __future__ import annotations
 from tasks.agents.base import Method
 from tasks.agents.ela import ElaMethod
 from tasks.agents.entity_qa import BM25RagMethod, ClosedBookMethod, DenseRagMethod, ERMethod
+from tasks.agents.kgqa import KgOneHopMethod, ReactKgMethod
 from tasks.agents.search_recall import SearchRecallMethod
 
 METHODS: dict[str, type[Method]] = {
     ElaMethod.name: ElaMethod,
     SearchRecallMethod.name: SearchRecallMethod,
+    KgOneHopMethod.name: KgOneHopMethod,
+    ReactKgMethod.name: ReactKgMethod,
     ClosedBookMethod.name: ClosedBookMethod,
     BM25RagMethod.name: BM25RagMethod,
     DenseRagMethod.name: DenseRagMethod,

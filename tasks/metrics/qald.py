@@ -40,11 +40,25 @@ QALD_METRICS = ("qald_macro_f1_gerbil", "qald_macro_f1_mean", "qald_macro_precis
 _WD_ENTITY = re.compile(r"^<?https?://(?:www\.)?wikidata\.org/(?:entity|wiki)/((?:Q|P|L)\d+)>?$")
 
 
+_MIDNIGHT_DATE = re.compile(r"^(-?\d{4,}-\d\d-\d\d)T00:00:00Z$")
+_SIGNED_NUMBER = re.compile(r"^\+(\d+(?:\.\d+)?)$")
+
+
 def canonical_answer(value: object) -> str:
-    """An answer value as compared: Wikidata entity URIs -> QID, everything else stripped text."""
+    """An answer value as compared: Wikidata entity URIs -> QID, everything else stripped text.
+
+    Wikidata's serialisations of literals are written the way the QALD systems answer (the paper's
+    post-processing): ``xsd:dateTime`` at midnight -> ``YYYY-MM-DD``, a leading ``+`` on a number dropped,
+    ``True``/``False`` -> ``true``/``false``.
+    """
     text = str(value).strip()
     m = _WD_ENTITY.match(text)
-    return m.group(1) if m else text
+    if m:
+        return m.group(1)
+    m = _MIDNIGHT_DATE.match(text) or _SIGNED_NUMBER.match(text)
+    if m:
+        return m.group(1)
+    return text.lower() if text in ("True", "False", "TRUE", "FALSE") else text
 
 
 def answer_set(values: Iterable[object] | None) -> set[str]:

@@ -85,8 +85,9 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
     method_cls = get_method(cfg.method)
     settings = method_cls.parse_settings(cfg.settings)
     method_cls.check_task(cfg.dataset, dataset_task(cfg.dataset))
-    kb_version = resolve_kb(cfg.kb, root) if method_cls.needs_kb else None
-    if method_cls.needs_kb and kb_version is None:
+    needs_kb = method_cls.needs_kb_for(dataset_task(cfg.dataset))
+    kb_version = resolve_kb(cfg.kb, root) if needs_kb else None
+    if needs_kb and kb_version is None:
         raise LookupError("no KB built yet: run `linkedqa kb build --sample` first")
     rows, ds_version, split = load_questions(cfg.dataset, cfg.split, root, data_root)
     if cfg.limit is not None:
