@@ -5,7 +5,10 @@
 --   * search runs: recall@k_covered = mean recall@k over items with scores['gold_in_kb'] = 1, kb_coverage =
 --     share of items with scores['gold_in_kb'] = 1;
 --   * efficiency: llm_calls, prompt_tokens, completion_tokens, tokens_per_item, error_count from the rows.
--- Measured-only rows (wall_s, peak_rss_mb, llm_seconds, non_llm_seconds, index_disk_mb) are not checked.
+--   * flags summed over items: fallback_count = sum(scores['fallback']), missing_articles = sum of
+--     scores['missing_articles'] (n = all predictions of the run).
+-- Measured-only rows (wall_s, peak_rss_mb, llm_seconds, non_llm_seconds, retrieval_s, index_disk_mb) are not
+-- checked.
 -- A stored metric that nothing here can recompute is reported (teach this check about it).
 WITH item_scores AS (
     SELECT
@@ -24,6 +27,18 @@ from_item_scores AS (
         count(*) AS n,
         metric LIKE 'micro\_%' ESCAPE '\' OR metric = 'qald_macro_f1_gerbil' AS n_only
     FROM item_scores
+    GROUP BY run_id, metric
+),
+
+from_flag_sums AS (
+    SELECT
+        run_id,
+        CASE metric WHEN 'fallback' THEN 'fallback_count' ELSE metric END AS metric,
+        sum(score) AS value,
+        count(*) AS n,
+        false AS n_only
+    FROM item_scores
+    WHERE metric IN ('fallback', 'missing_articles')
     GROUP BY run_id, metric
 ),
 
@@ -64,6 +79,8 @@ from_rows AS (
 recomputed AS (
     SELECT * FROM from_item_scores
     UNION ALL
+    SELECT * FROM from_flag_sums
+    UNION ALL
     SELECT * FROM from_covered_items
     UNION ALL
     SELECT * FROM from_rows
@@ -78,7 +95,7 @@ SELECT
     coalesce(r.n, 0) AS recomputed_n
 FROM metrics AS m
 LEFT JOIN recomputed AS r ON m.run_id = r.run_id AND m.metric = r.metric
-WHERE m.metric NOT IN ('wall_s', 'peak_rss_mb', 'llm_seconds', 'non_llm_seconds', 'index_disk_mb')
+WHERE m.metric NOT IN ('wall_s', 'peak_rss_mb', 'llm_seconds', 'non_llm_seconds', 'retrieval_s', 'index_disk_mb')
     AND (
         m.n IS DISTINCT FROM coalesce(r.n, 0)
         OR (

@@ -101,6 +101,14 @@ class Method:
         """Metric family of this method on a dataset of kind ``task``."""
         return cls.metric_family or TASK_FAMILIES[task]
 
+    def extra_metrics(self, task: str) -> list[str] | None:
+        """Metrics beyond the family's, fixed by the method and its settings (not by the data).
+
+        ``None`` lets ``tasks.metrics.runs`` infer the ``qa`` extras from the rows; methods that log retrieval
+        or predict entities on QA datasets say so here, so every shard scores the same metrics.
+        """
+        return None
+
     @classmethod
     def check_task(cls, dataset: str, task: str) -> None:
         """Refuse a dataset whose task kind the method does not serve.

@@ -164,6 +164,10 @@ class ClosedBookMethod(Method):
             return kgqa_index_paths(self.settings, ctx)
         return []
 
+    def extra_metrics(self, task: str) -> list[str]:
+        """None: the family's metrics only."""
+        return []
+
     def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
         """No tools, except on KGQA datasets (answer linking)."""
         if ctx.task == "kgqa":
@@ -197,6 +201,12 @@ class _RagMethod(Method):
     Settings = RagSettings
     metric_family = None
     tasks = ("qa", "yesno")
+
+    def extra_metrics(self, task: str) -> list[str]:
+        """Retrieval metrics on QA datasets (answer-string relevance means nothing for yes/no)."""
+        from tasks.metrics.runs import RETRIEVAL_METRICS
+
+        return list(RETRIEVAL_METRICS) if task == "qa" else []
 
     def retriever(self, ctx: MethodContext):  # pragma: no cover - overridden
         raise NotImplementedError
@@ -354,6 +364,13 @@ class ERMethod(Method):
         if s.entities != "gold" and not _RUN_REF.match(s.entities):
             raise UnknownSetting(f"invalid --set entities={s.entities!r}: use 'gold' or 'run:<run_id>'")
         return s
+
+    def extra_metrics(self, task: str) -> list[str]:
+        """Retrieval metrics over the ER documents (QA datasets), and ``hit1`` when entities come from a run."""
+        from tasks.metrics.runs import RETRIEVAL_METRICS
+
+        out = list(RETRIEVAL_METRICS) if task == "qa" else []
+        return out + (["hit1"] if _RUN_REF.match(self.settings.entities) else [])
 
     def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
         """The batched ``articles`` tool, and the linked entities of the source run when one is named."""

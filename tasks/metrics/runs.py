@@ -57,9 +57,15 @@ def retrieved_texts(trajectory: str | None) -> list[str] | None:
     return found
 
 
-def metric_names(family: str, preds: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The metrics of ``family`` for these predictions (``qa`` grows retrieval metrics and ``hit1``)."""
+def metric_names(family: str, preds: Sequence[Mapping[str, Any]], extra: Sequence[str] | None = None) -> list[str]:
+    """The metrics of ``family`` plus the method's ``extra`` metrics.
+
+    With ``extra=None`` (callers that do not know the method) the ``qa`` extras are inferred from the rows:
+    retrieval metrics when items logged retrieved documents, ``hit1`` when they carry predicted entities.
+    """
     names = list(FAMILIES[family])
+    if extra is not None:
+        return names + [m for m in extra if m not in names]
     if family == "qa":
         if any(p.get("retrieved_texts") is not None for p in preds):
             names += RETRIEVAL_METRICS
@@ -87,19 +93,19 @@ def _prepare(family: str, preds: Sequence[Mapping[str, Any]], questions: Sequenc
     return p2, q2
 
 
-def per_item_scores(family: str, preds: Sequence[Mapping[str, Any]],
-                    questions: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+def per_item_scores(family: str, preds: Sequence[Mapping[str, Any]], questions: Sequence[Mapping[str, Any]],
+                    extra: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
     """``{question_id: {metric: score}}`` for the family's metrics (stored in ``predictions.scores``)."""
     p, q = _prepare(family, preds, questions)
-    per_item, _ = compute(metric_names(family, p), p, q)
+    per_item, _ = compute(metric_names(family, p, extra), p, q)
     return per_item
 
 
-def summary_metrics(family: str, preds: Sequence[Mapping[str, Any]],
-                    questions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summary_metrics(family: str, preds: Sequence[Mapping[str, Any]], questions: Sequence[Mapping[str, Any]],
+                    extra: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Summary rows ``{metric, value, n}`` recomputed from the stored predictions."""
     p, q = _prepare(family, preds, questions)
-    _, summary = compute(metric_names(family, p), p, q)
+    _, summary = compute(metric_names(family, p, extra), p, q)
     for flag, metric in FLAG_SUMS.items():
         vals = [dict(r.get("scores") or {}).get(flag) for r in preds]
         if any(v is not None for v in vals):

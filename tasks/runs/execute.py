@@ -175,7 +175,7 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
             "scores": None,
             **({"_extra_scores": o["scores"]} if isinstance(o.get("scores"), dict) else {}),
         })
-    scores = per_item_scores(method_cls.family_for(task), rows, questions)
+    scores = per_item_scores(method_cls.family_for(task), rows, questions, method.extra_metrics(task))
     for r in rows:
         extra = r.pop("_extra_scores", {})
         r["scores"] = {**scores.get(r["question_id"], {}), **extra}
@@ -239,8 +239,9 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
     shard_recs = [json.loads(p.read_text()) for p in sorted((rdir / "shards").glob("shard-*.json"))]
     # a resumed run also spent the wall time of the shards finished by earlier attempts
     wall_s += sum(r.get("wall_s", 0.0) for r in shard_recs if r.get("finished_at", "") < started_at)
-    family = method_cls.family_for(dataset_task(plan.config.dataset))
-    summary = summary_metrics(family, preds.to_pylist(), questions)
+    task = dataset_task(plan.config.dataset)
+    method = method_cls(method_cls.Settings(**plan.method_settings))
+    summary = summary_metrics(method_cls.family_for(task), preds.to_pylist(), questions, method.extra_metrics(task))
     summary += efficiency_metrics(preds, shard_recs, wall_s, root, plan)
     metric_rows = [
         {"run_id": plan.run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split,
@@ -336,7 +337,9 @@ def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict]
         raise RuntimeError(f"run {run_id} is unfinished (no manifest); re-run its command to resume it")
     preds = read_predictions(run_id, root).to_pylist()
     method_cls = get_method(plan.config.method)
-    family = method_cls.family_for(dataset_task(plan.config.dataset))
-    recomputed = summary_metrics(family, preds, plan_questions(plan, root))
+    task = dataset_task(plan.config.dataset)
+    method = method_cls(method_cls.Settings(**plan.method_settings))
+    recomputed = summary_metrics(method_cls.family_for(task), preds, plan_questions(plan, root),
+                                 method.extra_metrics(task))
     stored = pq.read_table(rdir / "metrics").to_pylist()
     return recomputed, stored
