@@ -41,11 +41,15 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON via temp file + fsync + rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=True, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=2, sort_keys=True, default=str)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # disk full, unserialisable value...: leave no temp file behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_manifest(folder: Path, content: dict[str, Any]) -> Path:

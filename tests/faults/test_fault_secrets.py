@@ -1,0 +1,68 @@
+"""Secrets: a real `linkedqa run closed-book --backend openai` against a local OpenAI-compatible endpoint, with
+``OPENAI_API_KEY`` planted in the subprocess environment; the endpoint answers one question with garbage.
+
+Guarantee: the key is really sent (the endpoint saw it), the garbage answer is a per-item error (the run
+completes and counts it), and the key is in no file under LINKEDQA_HOME (manifests, plans, predictions, the
+LLM response cache, the catalog).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+
+import pytest
+from faultkit import PLANTED_KEY, files_containing
+
+from storage import layout
+from storage.manifest import read_manifest
+from tasks.kg.oxigraph_server import free_port
+
+
+class _Endpoint(http.server.BaseHTTPRequestHandler):
+    seen_auth: list[str] = []
+    calls = 0
+
+    def do_POST(self):  # noqa: N802 - stdlib handler name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen_auth.append(self.headers.get("Authorization", ""))
+        type(self).calls += 1
+        if type(self).calls == 1:
+            out = b"<html>502 upstream garbage"  # a malformed 200 answer: no retry, an item error
+        else:
+            out = json.dumps({"choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}],
+                              "usage": {"prompt_tokens": 10, "completion_tokens": 1},
+                              "model": body["model"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.timeout(240)
+def test_planted_api_key_is_used_but_never_stored(cli, tmp_path):
+    from tasks.datasets.entity_qa import POPQA
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Endpoint)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    home = tmp_path / "warehouse"
+    try:
+        rc, out = cli(home, "none", ["run", "closed-book", "--dataset", POPQA, "--limit", "4", "--backend",
+                                     "openai", "--model", "test-model", "--base-url",
+                                     f"http://127.0.0.1:{server.server_address[1]}/v1"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert rc == 0, out[-3000:]
+    assert _Endpoint.seen_auth and all(a == f"Bearer {PLANTED_KEY}" for a in _Endpoint.seen_auth)
+    (rdir,) = [d for d in layout.runs_root(home).iterdir() if d.is_dir()]
+    manifest = read_manifest(rdir)
+    assert manifest["row_counts"]["predictions"] == 4 and manifest["n_errors"] == 1
+    assert files_containing(home, PLANTED_KEY) == []
+    assert files_containing(home, PLANTED_KEY[-10:]) == []  # not even a partial echo
