@@ -51,7 +51,7 @@ def publish_run_artifact(plan: RunPlan, ref: ArtifactRef) -> None:
     lines = [f"# Run `{plan.run_id}`", "", f"method **{plan.config.method}**, dataset **{plan.config.dataset}/"
              f"{plan.split}**, {len(plan.question_ids)} questions, {plan.n_shards} shard(s), KB `{plan.kb_version}`",
              "", "| metric | value |", "|---|---:|"]
-    lines += [f"| {k} | {v:.4f} |" for k, v in m.items()]
+    lines += [f"| {k} | {'n/a' if v is None else f'{v:.4f}'} |" for k, v in m.items()]
     lines += ["", f"Run folder: `{ref.paths[0]}`"]
     key = "run-" + "".join(ch if ch.isalnum() else "-" for ch in plan.run_id.lower())
     create_markdown_artifact(markdown="\n".join(lines), key=key[:80], description=f"linkedqa run {plan.run_id}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from tasks.agents.base import Method
+from tasks.agents.ea_agent import EaAgentMethod
+from tasks.agents.ea_embed import EaEmbedMethod
 from tasks.agents.ela import ElaMethod
 from tasks.agents.entity_qa import BM25RagMethod, ClosedBookMethod, DenseRagMethod, ERMethod
 from tasks.agents.kgqa import KgOneHopMethod, ReactKgMethod
@@ -17,6 +19,8 @@ METHODS: dict[str, type[Method]] = {
     BM25RagMethod.name: BM25RagMethod,
     DenseRagMethod.name: DenseRagMethod,
     ERMethod.name: ERMethod,
+    EaEmbedMethod.name: EaEmbedMethod,
+    EaAgentMethod.name: EaAgentMethod,
 }
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import layout
-from tasks.datasets import entity_qa, lcquad2, qald, simplequestions, webqsp_el
+from tasks.datasets import dbp15k, entity_qa, lcquad2, qald, simplequestions, webqsp_el
 from tasks.datasets.base import LoadedDataset
 from tasks.datasets.jsonl import import_jsonl
 
@@ -57,6 +57,7 @@ REGISTRY: dict[str, DatasetSpec] = {
             (entity_qa.TWOWIKI, entity_qa.load_2wiki, "qa"),
             (entity_qa.TRIVIAQA, entity_qa.load_triviaqa, "qa"),
         )),
+        *(DatasetSpec(name, dbp15k.DESCRIPTIONS[name], dbp15k.LOADERS[name], "ea") for name in dbp15k.DATASETS),
     )
 }
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tasks.metrics.alignment import ALIGNMENT_METRICS, alignment_family
 from tasks.metrics.base import MetricError, MetricResult, merge_results
 from tasks.metrics.linking import DEFAULT_KS, LINKING_METRICS, hit_at_1, linking_metrics, recall_at_k
 from tasks.metrics.qa import RETRIEVAL_KS, acc_sub, em, f1, retrieval_metrics, strategyqa_metrics
@@ -153,6 +154,7 @@ _FIXED: dict[str, _Family] = {
     "invalid_count": _fam_strategyqa,
     "mrr_retrieval": _fam_retrieval,
     **dict.fromkeys(QALD_METRICS, _fam_qald),
+    **dict.fromkeys(ALIGNMENT_METRICS, alignment_family),
 }
 #: ``prefix@k`` names -> family.
 _PER_K: dict[str, _Family] = {"recall": _fam_recall, "ndcg": _fam_retrieval, "topk_acc": _fam_retrieval}

@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tasks.metrics.alignment import ALIGNMENT_METRICS, score_summaries
 from tasks.metrics.qa import RETRIEVAL_KS
 from tasks.metrics.qald import QALD_METRICS
 from tasks.metrics.registry import compute
@@ -32,6 +33,7 @@ FAMILIES: dict[str, list[str]] = {
     "qa": ["em", "f1", "acc_sub"],
     "strategyqa": ["strategyqa_acc", "invalid_count"],
     "qald": list(QALD_METRICS),
+    "alignment": list(ALIGNMENT_METRICS),
 }
 
 
@@ -110,6 +112,8 @@ def summary_metrics(family: str, preds: Sequence[Mapping[str, Any]], questions: 
         vals = [dict(r.get("scores") or {}).get(flag) for r in preds]
         if any(v is not None for v in vals):
             summary.append({"metric": metric, "value": float(sum(v or 0.0 for v in vals)), "n": len(preds)})
+    if family == "alignment":
+        summary += score_summaries(preds)
     if family == "search":
         covered = {r["question_id"] for r in preds if dict(r.get("scores") or {}).get("gold_in_kb") == 1.0}
         pc = [r for r in p if r["question_id"] in covered]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-SCRIPTS = ["tests.bench.bench_ingest", "tests.bench.bench_kg", "tests.bench.bench_retrieval", "tests.bench.bench_ela"]
+SCRIPTS = ["tests.bench.bench_ingest", "tests.bench.bench_kg", "tests.bench.bench_retrieval", "tests.bench.bench_ea",
+           "tests.bench.bench_ela"]
 
 if __name__ == "__main__":
     code = 0

@@ -1,0 +1,153 @@
+"""EA-Agent prompts (paper Appendix F): rendering from ``tasks/agents/prompts/ea_*`` and parsing the replies.
+
+Inputs: the template files (tool pool, path planning, Entity Alignment Tool, Reflector, path rewriting), the
+entity statistics and the selected triples. Outputs: prompt texts; parsed tool paths and chosen IRIs.
+
+Templates use ``{name}`` placeholders filled by plain replacement (the tool pool itself contains braces).
+Parsing is lenient where the intent is unambiguous and strict otherwise:
+
+* a tool path is the sequence of known tool names in the reply (spaces/case ignored, repeats dropped), put in
+  the pipeline order the paper executes (selectors -> EntityAlignmentTool -> Reflector); a missing
+  EntityAlignmentTool is added (the paper's step 2 is mandatory). A reply naming no tool is unparseable.
+* an alignment reply must name one of the candidates: its IRI (bracketed or bare, the earliest mention wins)
+  or, failing that, exactly its name inside ``[...]``. Anything else is unparseable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PROMPTS = Path(__file__).resolve().parent.parent / "agents" / "prompts"
+
+ATTR = "AttributeTripleSelector"
+REL = "RelationTripleSelector"
+ALIGN = "EntityAlignmentTool"
+REFLECT = "Reflector"
+TOOLS = (ATTR, REL, ALIGN, REFLECT)
+SELECTORS = (ATTR, REL)
+
+_TOOL_RE = re.compile(
+    r"attribute\s*triple\s*selector|relation\s*triple\s*selector|entity\s*alignment\s*tool|reflector", re.I
+)
+_CANON = {re.sub(r"\s+", "", t).lower(): t for t in TOOLS}
+_BRACKET = re.compile(r"\[([^\[\]\n]{1,300})\]")
+
+
+def template(name: str) -> str:
+    """Text of ``tasks/agents/prompts/<name>``."""
+    return (PROMPTS / name).read_text(encoding="utf-8")
+
+
+def fill(text: str, values: Mapping[str, object]) -> str:
+    """Replace every ``{key}`` of ``values`` in ``text``.
+
+    Raises:
+        KeyError: A placeholder of ``values`` is absent from the template (a template/code mismatch).
+    """
+    for key, value in values.items():
+        token = "{" + key + "}"
+        if token not in text:
+            raise KeyError(f"placeholder {token} not in the template")
+        text = text.replace(token, str(value))
+    return text
+
+
+@dataclass(frozen=True)
+class ParsedPath:
+    """A parsed tool path: tools in execution order, and what was repaired."""
+
+    tools: tuple[str, ...]
+    repairs: tuple[str, ...] = ()
+
+
+def parse_path(text: str) -> ParsedPath | None:
+    """Tool path from a planning or rewriting reply (see the module docstring); ``None`` if no tool is named."""
+    named: list[str] = []
+    for m in _TOOL_RE.finditer(text or ""):
+        tool = _CANON[re.sub(r"\s+", "", m.group(0)).lower()]
+        if tool not in named:
+            named.append(tool)
+    if not named:
+        return None
+    repairs = []
+    ordered = [t for t in named if t in SELECTORS] + [ALIGN] + ([REFLECT] if REFLECT in named else [])
+    if ALIGN not in named:
+        repairs.append("added EntityAlignmentTool")
+    elif named != ordered:
+        repairs.append("reordered to selectors -> EntityAlignmentTool -> Reflector")
+    return ParsedPath(tuple(ordered), tuple(repairs))
+
+
+def path_text(tools: Sequence[str]) -> str:
+    """A path in the paper's output format (``1. <ToolName>`` per line)."""
+    return "\n".join(f"{i}. {t}" for i, t in enumerate(tools, 1))
+
+
+def parse_choice(text: str, candidates: Sequence[Mapping[str, str]]) -> str | None:
+    """The candidate id named by an Entity Alignment Tool / Reflector reply, or ``None``.
+
+    Args:
+        text: The reply.
+        candidates: ``{"id", "iri", "name"}`` dicts.
+    """
+    text = text or ""
+    best: tuple[int, int, str] | None = None  # (position, -len(iri), id)
+    for c in candidates:
+        iri = c["iri"]
+        pos = text.find(iri)
+        while pos >= 0:
+            if _ends_iri(text, pos + len(iri)):
+                key = (pos, -len(iri), c["id"])
+                if best is None or key < best:
+                    best = key
+                break
+            pos = text.find(iri, pos + 1)
+    if best is not None:
+        return best[2]
+    by_name = {c["name"].strip().lower(): c["id"] for c in candidates}
+    for m in _BRACKET.finditer(text):
+        cid = by_name.get(m.group(1).strip().lower())
+        if cid is not None:
+            return cid
+    return None
+
+
+def _ends_iri(text: str, end: int) -> bool:
+    """Whether an IRI match ending at ``end`` is complete (not the prefix of a longer IRI: ``.../Paris_FC``)."""
+    if end >= len(text) or text[end].isspace() or text[end] in "]>\"'`":
+        return True
+    return text[end] in ".,;)" and (end + 1 >= len(text) or text[end + 1].isspace() or text[end + 1] in "]>\"")
+
+
+def render_triples(triples: Sequence[Sequence[str]]) -> str:
+    """``(subject, predicate, object)`` lines."""
+    return "\n".join(f"({s}, {p}, {o})" for s, p, o in triples)
+
+
+def entity_block(selected: Mapping[str, object]) -> str:
+    """Triples text of one entity from the selector tool's output (notes when nothing was kept)."""
+    lines = []
+    for kind in ("attribute", "relation"):
+        sel = selected.get(kind)
+        if sel is None:
+            continue
+        triples = sel.get("triples") or []
+        if triples:
+            lines.append(render_triples(triples))
+        else:
+            lines.append(f"({kind} triples: {sel.get('note') or 'none'})")
+    return "\n".join(lines) if lines else "(no triples selected)"
+
+
+def candidate_blocks(candidates: Sequence[Mapping[str, object]], selected: Mapping[str, Mapping[str, object]]
+                     ) -> str:
+    """The ``{candidate_blocks}`` text: each candidate's IRI and similarity, then its selected triples."""
+    blocks = []
+    for c in candidates:
+        head = f"IRI: {c['iri']} (similarity {float(c['similarity']):.3f})"
+        body = entity_block(selected.get(str(c["id"]), {}))
+        blocks.append(head + "\n" + body)
+    return "\n\n".join(blocks)
