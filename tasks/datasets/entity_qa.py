@@ -49,6 +49,7 @@ from tasks.datasets.base import (
     require_file,
     wikidata_id,
 )
+from tasks.dumps.cmu_articles import cmu_records
 
 ENTITYQUESTIONS = "entityquestions"
 POPQA = "popqa"
@@ -68,7 +69,6 @@ DESCRIPTIONS = {
 
 _NULL_ANSWERS = {"", "null", "none"}
 _CMU_YEARS = ("S08", "S09", "S10")
-_CMU_COLUMNS = 6
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -243,39 +243,6 @@ def _int(value: Any) -> int | None:
 
 
 # -------------------------------------------------------------------------------------------- FactoidQA
-def cmu_records(path: Path, b: DatasetBuilder | None = None) -> Iterator[tuple[int, list[str]]]:
-    """``(line_no, six fields)`` of a CMU ``question_answer_pairs.txt``, re-joining records split by a newline.
-
-    A line with fewer than six tab-separated fields is joined with the following line(s) while that yields
-    at most six fields; what still does not have six fields is rejected (when a builder is given).
-    """
-    raw = require_file(path).read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")  # README: "may be latin-1 encoded"
-    lines = text.replace("\r\n", "\n").split("\n")
-    i = 1  # line 0 is the header
-    while i < len(lines):
-        n, line = i + 1, lines[i]
-        i += 1
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        while len(fields) < _CMU_COLUMNS and i < len(lines):
-            nxt = lines[i].split("\t")
-            if len(fields) + len(nxt) - 1 > _CMU_COLUMNS:
-                break
-            fields = [*fields[:-1], fields[-1] + " " + nxt[0], *nxt[1:]]
-            i += 1
-        if len(fields) != _CMU_COLUMNS:
-            if b is not None:
-                b.reject(path, f"line {n}: expected {_CMU_COLUMNS} tab-separated fields, found {len(fields)}",
-                         line, line=n)
-            continue
-        yield n, [f.strip() for f in fields]
-
-
 def clean_cmu_answer(answer: str) -> str:
     r"""A CMU answer as text: literal ``\\n`` sequences and surrounding quotes removed, spaces collapsed."""
     text = answer.replace("\\n", " ").strip().strip('"').strip()

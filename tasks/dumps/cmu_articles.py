@@ -21,12 +21,49 @@ import gzip
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tasks.dumps.base import Shard, TableRow, reject
 from tasks.dumps.wikipedia_xml import passages
 
 STAGE = "cmu-articles"
+_CMU_COLUMNS = 6
 _FILE = re.compile(r"^data/set(\d+)/a(\d+)$")
+
+
+def cmu_records(path: Path, b: Any = None) -> Iterator[tuple[int, list[str]]]:
+    """``(line_no, six fields)`` of a CMU ``question_answer_pairs.txt``, re-joining records split by a newline.
+
+    A line with fewer than six tab-separated fields is joined with the following line(s) while that yields
+    at most six fields; what still does not have six fields is rejected (when a ``DatasetBuilder`` is given).
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"required input file not found: {path}")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")  # README: "may be latin-1 encoded"
+    lines = text.replace("\r\n", "\n").split("\n")
+    i = 1  # line 0 is the header
+    while i < len(lines):
+        n, line = i + 1, lines[i]
+        i += 1
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        while len(fields) < _CMU_COLUMNS and i < len(lines):
+            nxt = lines[i].split("\t")
+            if len(fields) + len(nxt) - 1 > _CMU_COLUMNS:
+                break
+            fields = [*fields[:-1], fields[-1] + " " + nxt[0], *nxt[1:]]
+            i += 1
+        if len(fields) != _CMU_COLUMNS:
+            if b is not None:
+                b.reject(path, f"line {n}: expected {_CMU_COLUMNS} tab-separated fields, found {len(fields)}",
+                         line, line=n)
+            continue
+        yield n, [f.strip() for f in fields]
 
 
 def synthetic_page_id(year: str, article_file: str) -> int | None:
@@ -65,8 +102,6 @@ def read_cmu_articles(path: Path | str, shard: Shard = Shard(), source: str | No
     Yields:
         ``(table, row)`` pairs for ``articles``, ``passages`` and ``rejects``.
     """
-    from tasks.datasets.entity_qa import cmu_records
-
     path = Path(path)
     year = path.parent.name
     seen: dict[str, str] = {}

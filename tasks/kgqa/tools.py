@@ -119,11 +119,12 @@ def kg_tools(kg: KGClient, max_candidates: int = 8, max_facts: int = 2000) -> di
             out[i] = {"candidates": per_text}
         return out
 
-    def facts(payloads: list[dict]) -> list[dict]:
+    def per_entity(payloads: list[dict], key: str, fetch: Callable[[list[str]], dict], convert: Callable) -> list:
+        """One KG call (plus one label lookup) for every QID of every payload; per payload ``{key, labels}``."""
         ok, out = _valid(payloads, "qids", lambda q: check_ids(q, "Q"))
         qids = list(dict.fromkeys(q for i in ok for q in payloads[i]["qids"]))
         try:
-            got = kg.outgoing(qids, limit_per_entity=max_facts) if qids else {}
+            got = fetch(qids) if qids else {}
             labels = kg.labels(qids) if qids else {}
         except KGError as exc:
             for i in ok:
@@ -131,25 +132,15 @@ def kg_tools(kg: KGClient, max_candidates: int = 8, max_facts: int = 2000) -> di
             return out
         for i in ok:
             qs = payloads[i]["qids"]
-            out[i] = {"facts": {q: [fact_dict(f) for f in got.get(q, [])] for q in qs},
+            out[i] = {key: {q: [convert(x) for x in got.get(q, [])] for q in qs},
                       "labels": {q: labels.get(q) for q in qs}}
         return out
 
+    def facts(payloads: list[dict]) -> list[dict]:
+        return per_entity(payloads, "facts", lambda qs: kg.outgoing(qs, limit_per_entity=max_facts), fact_dict)
+
     def relations(payloads: list[dict]) -> list[dict]:
-        ok, out = _valid(payloads, "qids", lambda q: check_ids(q, "Q"))
-        qids = list(dict.fromkeys(q for i in ok for q in payloads[i]["qids"]))
-        try:
-            got = kg.relations(qids) if qids else {}
-            labels = kg.labels(qids) if qids else {}
-        except KGError as exc:
-            for i in ok:
-                out[i] = _error(exc)
-            return out
-        for i in ok:
-            qs = payloads[i]["qids"]
-            out[i] = {"relations": {q: [list(r) for r in got.get(q, [])] for q in qs},
-                      "labels": {q: labels.get(q) for q in qs}}
-        return out
+        return per_entity(payloads, "relations", kg.relations, list)
 
     def neighbours(payloads: list[dict]) -> list[dict]:
         ok, out = _valid(payloads, "pairs", lambda p: check_pairs([tuple(x) for x in p]))

@@ -19,12 +19,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyoxigraph
 import pytest
+from kbkit import build_litwd1k_kb
 
 from storage import layout
 from storage.parquet_io import read_table
-from tasks.kb.merge import merge_and_publish
-from tasks.kb.plan import _spec, make_plan
-from tasks.kb.stage import stage_shard
 from tasks.kg.base import Fact, KGClient, KGError, KGTimeout, fact_sort_key
 from tasks.kg.duckdb_store import DuckDBKG, build_index, index_folder
 from tasks.kg.export_nt import export_ntriples, literal_term, nt_string
@@ -40,21 +38,8 @@ def kb(tmp_path_factory: pytest.TempPathFactory, data_root: Path):
     root = tmp_path_factory.mktemp("kg") / "warehouse"
     mp = pytest.MonkeyPatch()
     mp.setenv("LINKEDQA_HOME", str(root))
-    lw = data_root / "literallywikidata"
-    specs = [
-        _spec("triples", lw / "LitWD1K/train.txt", "literallywikidata", 1),
-        _spec("triples", lw / "LitWD1K/numeric_literals.txt", "literallywikidata", 1),
-        _spec("litwd-labels", lw / "Entities/entity_labels_en.txt", "literallywikidata", 1),
-        _spec("litwd-aliases", lw / "Entities/entity_aliases_en.txt", "literallywikidata", 1),
-        _spec("litwd-labels", lw / "Relations/relation_labels_en.txt", "literallywikidata", 1),
-        _spec("properties-json", data_root / "wikidata-properties/properties.json.gz", "properties-json", 1),
-    ]
-    plan = make_plan("kgtest", specs)
-    for spec in specs:
-        for shard in spec.shards:
-            stage_shard(plan.version, spec, shard, root=root)
-    merge_and_publish(plan, root=root, threads=2, log=lambda m: None)
-    yield root, plan.version
+    version = build_litwd1k_kb(root, data_root, "kgtest")
+    yield root, version
     mp.undo()
 
 
