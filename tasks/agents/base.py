@@ -9,7 +9,8 @@ owns sharding, the backend, caching, persistence and metrics; a method only says
 * ``agent``: the step-machine generator (see ``tasks.agents.runtime``);
 * ``metric_family``: which metrics ``tasks.metrics`` computes from its stored predictions; ``None`` for methods
   that serve several tasks (``closed-book``): the family then follows the dataset's task
-  (``TASK_FAMILIES``: el -> linking, qa -> qa, yesno -> strategyqa, kgqa -> qald, ea -> alignment).
+  (``TASK_FAMILIES``: el -> linking, qa -> qa, yesno -> strategyqa, kgqa -> qald, kgqa-open -> tog,
+  ea -> alignment).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class MethodSettings(BaseModel):
 
 
 TASK_FAMILIES: dict[str, str] = {"el": "linking", "qa": "qa", "yesno": "strategyqa", "kgqa": "qald",
-                                 "ea": "alignment"}
+                                 "kgqa-open": "tog", "ea": "alignment"}
 
 
 @dataclass

@@ -149,7 +149,7 @@ class ClosedBookMethod(Method):
     Settings = QASettings
     needs_kb = False
     metric_family = None
-    tasks = ("qa", "yesno", "kgqa")
+    tasks = ("qa", "yesno", "kgqa", "kgqa-open")
 
     @classmethod
     def needs_kb_for(cls, task: str) -> bool:

@@ -613,8 +613,8 @@ class KgOneHopMethod(Method):
     name = "kg-1hop"
     description = "KGQA: LLM names the main entity -> exact KG match -> all 1-hop properties in context -> answer"
     Settings = KgqaSettings
-    metric_family = "qald"
-    tasks = ("kgqa",)
+    metric_family = None  # qald on kgqa datasets, tog on kgqa-open ones (TASK_FAMILIES)
+    tasks = ("kgqa", "kgqa-open")
 
     def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
         """KG tools over ``kg=duckdb|sparql`` and BM25 entity search for answer linking."""
@@ -635,8 +635,8 @@ class ReactKgMethod(Method):
     name = "react-kg"
     description = "KGQA: ReAct over the KG (list properties -> LLM picks one -> answer now or one hop deeper)"
     Settings = ReactKgSettings
-    metric_family = "qald"
-    tasks = ("kgqa",)
+    metric_family = None  # qald on kgqa datasets, tog on kgqa-open ones (TASK_FAMILIES)
+    tasks = ("kgqa", "kgqa-open")
 
     def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
         """KG tools over ``kg=duckdb|sparql`` and BM25 entity search for answer linking."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tasks.agents.anchorrag import AnchorRagMethod, CotMethod, TogMethod
 from tasks.agents.base import Method
 from tasks.agents.ea_agent import EaAgentMethod
 from tasks.agents.ea_embed import EaEmbedMethod
@@ -21,6 +22,9 @@ METHODS: dict[str, type[Method]] = {
     ERMethod.name: ERMethod,
     EaEmbedMethod.name: EaEmbedMethod,
     EaAgentMethod.name: EaAgentMethod,
+    AnchorRagMethod.name: AnchorRagMethod,
+    TogMethod.name: TogMethod,
+    CotMethod.name: CotMethod,
 }
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import layout
-from tasks.datasets import dbp15k, entity_qa, lcquad2, qald, simplequestions, webqsp_el
+from tasks.datasets import dbp15k, entity_qa, lcquad2, qald, simplequestions, tog_kgqa, webqsp_el
 from tasks.datasets.base import LoadedDataset
 from tasks.datasets.jsonl import import_jsonl
 
@@ -32,7 +32,8 @@ class DatasetSpec:
         loader: ``loader(data_root) -> LoadedDataset``.
         task: What the questions ask for, which picks the default metric family of methods that serve several
             tasks (``closed-book``): ``el`` (entity linking), ``qa`` (short text answers), ``yesno``
-            (StrategyQA), ``kgqa`` (answer sets over Wikidata), ``ea`` (entity alignment).
+            (StrategyQA), ``kgqa`` (answer sets over Wikidata), ``ea`` (entity alignment), ``kgqa-open``
+            (open-world KGQA with text answers, ToG format: metric family ``tog``).
     """
 
     name: str
@@ -57,6 +58,8 @@ REGISTRY: dict[str, DatasetSpec] = {
             (entity_qa.TWOWIKI, entity_qa.load_2wiki, "qa"),
             (entity_qa.TRIVIAQA, entity_qa.load_triviaqa, "qa"),
         )),
+        *(DatasetSpec(name, tog_kgqa.DESCRIPTIONS[name], tog_kgqa.LOADERS[name], "kgqa-open")
+          for name in tog_kgqa.DATASETS),
         *(DatasetSpec(name, dbp15k.DESCRIPTIONS[name], dbp15k.LOADERS[name], "ea") for name in dbp15k.DATASETS),
     )
 }
@@ -79,7 +82,7 @@ def known_datasets() -> dict[str, str]:
     return {name: spec.description for name, spec in REGISTRY.items()}
 
 
-TASKS = ("el", "qa", "yesno", "kgqa", "ea")
+TASKS = ("el", "qa", "yesno", "kgqa", "ea", "kgqa-open")
 
 
 def dataset_task(name: str) -> str:

@@ -15,6 +15,9 @@ Which columns each metric reads:
 - ``strategyqa_acc``, ``invalid_count``: ``answer`` vs ``gold_answers`` (one boolean).
 - ``ndcg@k``, ``topk_acc@k``, ``mrr_retrieval``: ``retrieved_texts`` (required) vs ``gold_answers``.
 - ``qald_*``: ``answers`` (else ``[answer]``) vs ``gold_answer_qids`` when non-empty, else ``gold_answers``.
+- ``hit1_tog``, ``acc_tog``, ``em_strict``, ``f1_set`` (``answer`` vs ``gold_answers``), ``anchor_acc``
+  (``predicted_entities`` vs ``gold_entities``), ``hit1_tog_retrieval``, ``hit1_tog_cot``, ``cot_rate``
+  (also ``answer_source``, which callers add from the trajectory): see ``tasks.metrics.tog``.
 
 A question whose gold column is null (not annotated) is not scored by that metric and not counted in ``n``.
 ``ranked_entities`` and ``retrieved_texts`` are not columns of the ``predictions`` table: callers that
@@ -39,6 +42,7 @@ from tasks.metrics.base import MetricError, MetricResult, merge_results
 from tasks.metrics.linking import DEFAULT_KS, LINKING_METRICS, hit_at_1, linking_metrics, recall_at_k
 from tasks.metrics.qa import RETRIEVAL_KS, acc_sub, em, f1, retrieval_metrics, strategyqa_metrics
 from tasks.metrics.qald import QALD_METRICS, qald_metrics
+from tasks.metrics.tog import TOG_METRICS, tog_metrics
 
 __all__ = [
     "METRICS",
@@ -72,6 +76,7 @@ class EvalItem:
     gold_entities: list[str] | None = None
     gold_answers: list[str] | None = None
     gold_answer_qids: list[str] | None = None
+    answer_source: str | None = None
 
 
 # ------------------------------------------------------------------------------------------- families
@@ -141,6 +146,12 @@ def _fam_qald(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, Metr
     return qald_metrics([_qald_pred(it) for it in sel], [_qald_gold(it) for it in sel], _ids(sel))
 
 
+def _fam_tog(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
+    return tog_metrics([it.answer for it in items], [it.gold_answers for it in items],
+                       [it.predicted_entities for it in items], [it.gold_entities for it in items],
+                       [it.answer_source for it in items], _ids(items))
+
+
 _Family = Callable[[Sequence[EvalItem], tuple[int, ...]], dict[str, MetricResult]]
 
 #: Fixed names -> family.
@@ -155,6 +166,7 @@ _FIXED: dict[str, _Family] = {
     "mrr_retrieval": _fam_retrieval,
     **dict.fromkeys(QALD_METRICS, _fam_qald),
     **dict.fromkeys(ALIGNMENT_METRICS, alignment_family),
+    **dict.fromkeys(TOG_METRICS, _fam_tog),
 }
 #: ``prefix@k`` names -> family.
 _PER_K: dict[str, _Family] = {"recall": _fam_recall, "ndcg": _fam_retrieval, "topk_acc": _fam_retrieval}
@@ -270,6 +282,7 @@ def join_items(predictions: Any, questions: Any) -> list[EvalItem]:
                 gold_entities=_list(q.get("gold_entities"), "gold_entities", qid),
                 gold_answers=_list(q.get("gold_answers"), "gold_answers", qid),
                 gold_answer_qids=_list(q.get("gold_answer_qids"), "gold_answer_qids", qid),
+                answer_source=p.get("answer_source"),
             )
         )
     return items

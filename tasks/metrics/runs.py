@@ -4,7 +4,9 @@ Families: ``linking`` (ELA: set precision/recall/accuracy + pooled micro P/R/F1 
 and ``search`` (search-recall: recall@1/10/50 of the gold mentions' QIDs, over all questions with a gold
 mention and over the KB-covered ones, named ``recall@k_covered``), ``qa`` (SQuAD EM/F1 and ``acc_sub``
 against ``gold_answers``), ``strategyqa`` (accuracy and ``invalid_count``) and ``qald`` (answer-set macro F1,
-both conventions). Items with an error count as empty predictions: errors are never silently dropped from a
+both conventions) and ``tog`` (ToG/AnchorRAG ``hit1_tog``/``acc_tog`` next to strict ``em_strict``/``f1_set``,
+``anchor_acc`` and the retrieval-vs-CoT split read from ``answered_by`` trajectory notes; ``tasks.metrics.tog``).
+Items with an error count as empty predictions: errors are never silently dropped from a
 denominator.
 
 Extras read from the stored predictions of the ``qa``/``strategyqa`` methods: when items logged retrieved
@@ -25,6 +27,7 @@ from tasks.metrics.alignment import ALIGNMENT_METRICS, score_summaries
 from tasks.metrics.qa import RETRIEVAL_KS
 from tasks.metrics.qald import QALD_METRICS
 from tasks.metrics.registry import compute
+from tasks.metrics.tog import TOG_METRICS
 
 SEARCH_KS = (1, 10, 50)
 FAMILIES: dict[str, list[str]] = {
@@ -34,6 +37,7 @@ FAMILIES: dict[str, list[str]] = {
     "strategyqa": ["strategyqa_acc", "invalid_count"],
     "qald": list(QALD_METRICS),
     "alignment": list(ALIGNMENT_METRICS),
+    "tog": list(TOG_METRICS),
 }
 
 
@@ -56,6 +60,15 @@ def retrieved_texts(trajectory: str | None) -> list[str] | None:
     for step in json.loads(trajectory or "[]"):
         if step.get("kind") == "note" and "retrieved" in step:
             found = [d.get("text") or "" for d in step["retrieved"]]
+    return found
+
+
+def answer_source(trajectory: str | None) -> str | None:
+    """How an item's answer was obtained (the last ``answered_by`` note: ``retrieval`` or ``cot``), or None."""
+    found = None
+    for step in json.loads(trajectory or "[]"):
+        if step.get("kind") == "note" and "answered_by" in step:
+            found = step["answered_by"]
     return found
 
 
@@ -85,6 +98,8 @@ def _prepare(family: str, preds: Sequence[Mapping[str, Any]], questions: Sequenc
         if any("retrieved_texts" in p for p in p2):  # every row needs the key once one has it
             p2 = [{**p, "retrieved_texts": p.get("retrieved_texts") or []} for p in p2]
         return p2, list(questions)
+    if family == "tog":
+        return [{**p, "answer_source": answer_source(p.get("trajectory"))} for p in preds], list(questions)
     if family != "search":
         return list(preds), list(questions)
     p2 = [{**p, "ranked_entities": ranked_from_answers(p.get("answers"))} for p in preds]

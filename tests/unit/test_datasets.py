@@ -48,7 +48,7 @@ def test_registry_lists_every_loader_with_a_description():
     names = known_datasets()
     assert list(names) == ["webqsp-el", "qald-10", "qald-9-plus", "simplequestions-wd", "lcquad2-sample",
                            "entityquestions", "popqa", "factoidqa", "strategyqa", "2wiki", "triviaqa",
-                           "dbp15k-fr-en", "dbp15k-ja-en", "dbp15k-zh-en"]
+                           "cwq", "webqsp", "grailqa", "webquestions", "dbp15k-fr-en", "dbp15k-ja-en", "dbp15k-zh-en"]
     assert all(isinstance(d, str) and d and "\n" not in d for d in names.values())
 
 

@@ -309,7 +309,8 @@ def test_answer_linking_closed_book(kb, picks, questions):
 
 def test_settings_and_registry():
     cls = get_method("kg-1hop")
-    assert cls.metric_family == "qald" and cls.tasks == ("kgqa",) and get_method("react-kg").tasks == ("kgqa",)
+    assert cls.family_for("kgqa") == "qald" and cls.family_for("kgqa-open") == "tog"
+    assert cls.tasks == ("kgqa", "kgqa-open") and get_method("react-kg").tasks == ("kgqa", "kgqa-open")
     with pytest.raises(UnknownSetting, match="endpoint"):
         cls.parse_settings({"kg": "sparql"})
     with pytest.raises(UnknownSetting, match="unknown --set"):
