@@ -6,7 +6,8 @@
 --     share of items with scores['gold_in_kb'] = 1;
 --   * efficiency: llm_calls, prompt_tokens, completion_tokens, tokens_per_item, error_count from the rows.
 --   * flags summed over items: fallback_count = sum(scores['fallback']), missing_articles = sum of
---     scores['missing_articles'] (n = all predictions of the run).
+--     scores['missing_articles'], parse_failures = sum of scores['parse_failures'] (n = all predictions of the
+--     run); flags are never averaged as per-item metrics.
 -- Measured-only rows (wall_s, peak_rss_mb, llm_seconds, non_llm_seconds, retrieval_s, index_disk_mb) are not
 -- checked.
 -- A stored metric that nothing here can recompute is reported (teach this check about it).
@@ -27,6 +28,7 @@ from_item_scores AS (
         count(*) AS n,
         metric LIKE 'micro\_%' ESCAPE '\' OR metric = 'qald_macro_f1_gerbil' AS n_only
     FROM item_scores
+    WHERE metric NOT IN ('fallback', 'missing_articles', 'parse_failures')
     GROUP BY run_id, metric
 ),
 
@@ -38,7 +40,7 @@ from_flag_sums AS (
         count(*) AS n,
         false AS n_only
     FROM item_scores
-    WHERE metric IN ('fallback', 'missing_articles')
+    WHERE metric IN ('fallback', 'missing_articles', 'parse_failures')
     GROUP BY run_id, metric
 ),
 

@@ -14,7 +14,8 @@ documents in their trajectory (``{"kind": "note", "retrieved": [{"text": ...}, .
 ``ndcg@k``, ``topk_acc@k`` (k in ``RETRIEVAL_KS``) and ``mrr_retrieval`` with answer-string relevance; when
 items carry ``predicted_entities`` (ER from a linking run), ``hit1`` of the first linked entity; and the
 per-item flags ``scores.fallback`` / ``scores.missing_articles`` are summed into ``fallback_count`` /
-``missing_articles``.
+``missing_articles``, and ``scores.parse_failures`` (AnchorRAG/ToG outputs no parser could read) into
+``parse_failures``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def ranked_from_answers(answers: Sequence[str] | None) -> list[list[str]]:
 
 
 RETRIEVAL_METRICS = [*(f"ndcg@{k}" for k in RETRIEVAL_KS), *(f"topk_acc@{k}" for k in RETRIEVAL_KS), "mrr_retrieval"]
-FLAG_SUMS = {"fallback": "fallback_count", "missing_articles": "missing_articles"}
+FLAG_SUMS = {"fallback": "fallback_count", "missing_articles": "missing_articles", "parse_failures": "parse_failures"}
 
 
 def retrieved_texts(trajectory: str | None) -> list[str] | None:
