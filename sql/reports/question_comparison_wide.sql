@@ -22,7 +22,8 @@ SELECT
     bool_or(correct) FILTER (WHERE method = 'react-kg') AS "react-kg",
     bool_or(correct) FILTER (WHERE method = 'kg-1hop') AS "kg-1hop",
     bool_or(correct) FILTER (WHERE method = 'anchorrag') AS anchorrag,
-    bool_or(correct) FILTER (WHERE method = 'tog') AS tog
+    bool_or(correct) FILTER (WHERE method = 'tog') AS tog,
+    bool_or(correct) FILTER (WHERE method = 'cot') AS cot
 FROM question_comparison
 GROUP BY dataset, split, question_id
 ORDER BY dataset, split, question_id

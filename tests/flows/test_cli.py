@@ -45,7 +45,7 @@ def test_every_command_has_help(tmp_path: Path, capsys):
 @pytest.mark.parametrize(
     ("args", "code", "needle"),
     [
-        (["run", "bogus", "--dataset", "webqsp-el"], 2, "valid methods: bm25-rag, closed-book"),
+        (["run", "bogus", "--dataset", "webqsp-el"], 2, "valid methods: anchorrag, bm25-rag, closed-book, cot"),
         (["run", "ela", "--dataset", "webqsp-el", "--set", "nope=1"], 2, "valid keys: source"),
         (["run", "ela", "--dataset", "webqsp-el", "--set", "k=many"], 2, "invalid --set value"),
         (["run", "ela", "--dataset", "../etc"], 2, "invalid dataset name"),
