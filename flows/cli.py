@@ -200,13 +200,15 @@ def validate_run(cfg) -> None:
 
 def cmd_run(a: argparse.Namespace) -> int:
     """``linkedqa run METHOD``; the last stdout line is the run id."""
-    from flows.run_method import run_method
+    from flows.run_method import run_method_on
     from tasks.runs.backends import close_backends
 
     cfg = run_config_from_args(a)
     validate_run(cfg)
+    if a.workers < 1:
+        raise ValueError("--workers must be >= 1")
     try:
-        run_id = run_method(cfg)
+        run_id = run_method_on(cfg, a.runner, a.workers, a.dask_address)
     finally:
         close_backends()
     _print_metrics(run_id)
@@ -365,6 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting (repeatable)")
     r.add_argument("--max-model-len", type=int, default=4096)
     r.add_argument("--no-cache", action="store_true", help="bypass the persistent LLM response cache")
+    r.add_argument("--runner", default="thread", choices=["thread", "dask"],
+                   help="where shards run: threads in this process, or a Dask cluster (one process per worker)")
+    r.add_argument("--workers", type=int, default=2, help="Dask worker processes for --runner dask")
+    r.add_argument("--dask-address", default=None, help="scheduler of an existing Dask cluster (tcp://host:8786)")
     r.set_defaults(fn=cmd_run)
 
     e = sub.add_parser("eval", help="recompute a run's metrics from its stored predictions")

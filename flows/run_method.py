@@ -1,4 +1,11 @@
-"""Flow ``run_method``: plan -> one task per shard (device-limited) -> metrics -> manifest -> artifact."""
+"""Flow ``run_method``: plan -> one task per shard (device-limited) -> metrics -> manifest -> artifact.
+
+Shards run on the flow's task runner: threads in this process by default (one engine per process), or on a Dask
+cluster (``run_method_on(cfg, "dask", workers=N)`` / ``linkedqa run --runner dask --workers N``): each Dask worker
+process runs whole shards with its own engine, writing its predictions part atomically under ``LINKEDQA_HOME``;
+planning, metrics and the manifest stay in the flow process. The run id never depends on the runner, so a run
+started on threads can be finished on Dask and vice versa.
+"""
 
 from __future__ import annotations
 
@@ -39,3 +46,36 @@ def run_method(cfg: RunConfig) -> str:
     ref = finalize_run_task(plan, started, time.perf_counter() - t0, root)
     publish_run_artifact(plan, ref)
     return plan.run_id
+
+
+RUNNERS = ("thread", "dask")
+
+
+def run_method_on(cfg: RunConfig, runner: str = "thread", workers: int = 2, address: str | None = None) -> str:
+    """``run_method`` with its shards on the chosen task runner.
+
+    Args:
+        cfg: Run configuration.
+        runner: ``thread`` (this process) or ``dask`` (a local ``distributed`` cluster of ``workers`` processes
+            with one thread each, or the running scheduler at ``address``).
+        workers: Dask worker processes (ignored for ``thread``).
+        address: Dask scheduler address (``tcp://host:8786``) of an existing cluster.
+
+    Returns:
+        The run id.
+
+    Raises:
+        ValueError: Unknown runner or a worker count below 1.
+    """
+    if runner == "thread":
+        return run_method(cfg)
+    if runner != "dask":
+        raise ValueError(f"unknown runner {runner!r}; use one of {', '.join(RUNNERS)}")
+    if workers < 1:
+        raise ValueError("workers must be >= 1")
+    from prefect_dask import DaskTaskRunner
+
+    kwargs = ({"address": address} if address else
+              {"cluster_kwargs": {"n_workers": workers, "threads_per_worker": 1, "processes": True,
+                                  "dashboard_address": None}})
+    return run_method.with_options(task_runner=DaskTaskRunner(**kwargs))(cfg)
