@@ -47,7 +47,7 @@ import json
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
@@ -593,49 +593,47 @@ def _index_paths(s: _KgSettings, ctx: MethodContext, dense: bool) -> list[Path]:
 
 
 # ------------------------------------------------------------------------------------------------ methods
-class AnchorRagMethod(Method):
+class _OpenWorldKgMethod(Method):
+    """Shared wiring of ``anchorrag`` and ``tog``: KG tools plus dense (``dense``) or BM25 entity search."""
+
+    dense: ClassVar[bool] = True
+    metric_family = "tog"
+    tasks = OPEN_TASKS
+
+    def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
+        """KG tools and the method's entity search (dense index + SBERT relation similarity, or BM25)."""
+        return open_world_tools(self.settings, ctx, dense=self.dense)
+
+    def index_paths(self, ctx: MethodContext) -> list[Path]:
+        """The DuckDB KG index and the entity index the method searches."""
+        return _index_paths(self.settings, ctx, dense=self.dense)
+
+
+class AnchorRagMethod(_OpenWorldKgMethod):
     """``linkedqa run anchorrag``: predictor -> m parallel retrievers -> supervisor (open world, no given anchor)."""
 
     name = "anchorrag"
     description = ("open-world KGQA (AnchorRAG): keywords -> dense candidates -> relation-aware grounding -> "
                    "m parallel retriever agents -> supervisor; CoT fallback")
     Settings = AnchorRagSettings
-    metric_family = "tog"
-    tasks = OPEN_TASKS
-
-    def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
-        """KG tools, the dense entity index and SBERT relation similarity."""
-        return open_world_tools(self.settings, ctx, dense=True)
+    dense = True
 
     def agent(self, ctx: MethodContext) -> AgentFn:
         """The AnchorRAG step machine."""
         return anchorrag_agent(self.settings)
 
-    def index_paths(self, ctx: MethodContext) -> list[Path]:
-        """The DuckDB KG index and the dense entity index."""
-        return _index_paths(self.settings, ctx, dense=True)
 
-
-class TogMethod(Method):
+class TogMethod(_OpenWorldKgMethod):
     """``linkedqa run tog``: LLM-chosen anchors from label search, then Think-on-Graph beam search."""
 
     name = "tog"
     description = "Think-on-Graph baseline: LLM picks anchors from BM25 label search -> beam search width 3, depth 3"
     Settings = TogSettings
-    metric_family = "tog"
-    tasks = OPEN_TASKS
-
-    def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
-        """KG tools and BM25 label search."""
-        return open_world_tools(self.settings, ctx, dense=False)
+    dense = False
 
     def agent(self, ctx: MethodContext) -> AgentFn:
         """The ToG step machine."""
         return tog_agent(self.settings)
-
-    def index_paths(self, ctx: MethodContext) -> list[Path]:
-        """The DuckDB KG index and the BM25 entity index."""
-        return _index_paths(self.settings, ctx, dense=False)
 
 
 class CotMethod(Method):
