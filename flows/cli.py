@@ -156,7 +156,8 @@ def cmd_data_import(a: argparse.Namespace) -> int:
 
         folder = layout.dataset_dir(a.name, ref.version)
         for r in read_table(folder / "rejects", "rejects").to_pylist()[:20]:
-            print(f"  line {r['line']}: {r['reason']}")
+            reason = r["reason"]
+            print(f"  {reason}" if reason.startswith(f"line {r['line']}:") else f"  line {r['line']}: {reason}")
     refresh_catalog()
     return 0
 

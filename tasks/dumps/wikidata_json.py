@@ -453,8 +453,8 @@ def line_rows(line: bytes, source: str, fast: bool = True) -> list[TableRow]:
     if fast and msgspec is not None:
         try:
             return _fast_rows(line, source)
-        except (_Fallback, BadEntity, *_MSGSPEC_ERRORS):
-            pass
+        except (_Fallback, BadEntity, UnicodeDecodeError, *_MSGSPEC_ERRORS):
+            pass  # msgspec raises a bare UnicodeDecodeError for bad UTF-8 inside a string: orjson's path rejects it
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
