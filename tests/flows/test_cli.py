@@ -51,6 +51,9 @@ def test_every_command_has_help(tmp_path: Path, capsys):
         (["run", "ela", "--dataset", "../etc"], 2, "invalid dataset name"),
         (["run", "ela", "--dataset", "no-such-set"], 2, "unknown dataset 'no-such-set'"),
         (["eval", "no-such-run"], 4, "unknown run"),
+        (["run", "anchorrag", "--dataset", "factoidqa"], 2, "does not apply to dataset 'factoidqa' (task 'qa')"),
+        (["run", "search-recall", "--dataset", "webqsp-el", "--runner", "dask", "--workers", "0"], 2,
+         "--workers must be >= 1"),
     ],
 )
 def test_bad_usage_is_one_readable_line(tmp_path: Path, args, code, needle):
