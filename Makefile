@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.linkedqa-installed
 export LINKEDQA_HOME ?= $(CURDIR)/warehouse
 export PYTHONUNBUFFERED := 1
+PREFECT_PORT ?= 4200
 
 .PHONY: venv demo test lint bench report serve clean-warehouse help
 
@@ -15,6 +16,7 @@ help:
 	@echo "make test   - the full test suite (real data, real engines; no GPU)"
 	@echo "make bench  - speed benchmarks (tests/bench), printing ratios against in-run baselines"
 	@echo "make lint   - ruff"
+	@echo "make serve  - local Prefect server (127.0.0.1, PREFECT_PORT=4200) + the prefect.yaml deployments; Ctrl-C stops both"
 
 venv: $(STAMP)
 
@@ -47,6 +49,30 @@ bench: $(STAMP)
 report: $(STAMP)
 	$(BIN)/linkedqa report
 	$(BIN)/linkedqa report --notebooks
+
+# A local Prefect server in the background, then the deployments of prefect.yaml served in the foreground by
+# flows/serve.py. The server runs in its own session so Ctrl-C reaches only the serve process, which pauses the
+# schedules through the still-running server; the EXIT trap then stops the server by its pid.
+# Server state: $$PREFECT_HOME (default LINKEDQA_HOME/.prefect).
+serve: $(STAMP)
+	@set -eu; \
+	export PREFECT_HOME="$${PREFECT_HOME:-$(LINKEDQA_HOME)/.prefect}" PREFECT_SERVER_ANALYTICS_ENABLED=false; \
+	mkdir -p "$$PREFECT_HOME"; log="$$PREFECT_HOME/server-$(PREFECT_PORT).log"; \
+	url=http://127.0.0.1:$(PREFECT_PORT); \
+	env -u PREFECT_API_URL setsid $(BIN)/prefect server start --host 127.0.0.1 --port $(PREFECT_PORT) >"$$log" 2>&1 & \
+	server=$$!; \
+	trap 'kill $$server 2>/dev/null || true; wait $$server 2>/dev/null || true; echo "prefect server (pid $$server) stopped"' EXIT; \
+	trap 'exit 130' INT TERM; \
+	healthy() { $(BIN)/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+	  "$$url/api/health" 2>/dev/null; }; \
+	for i in $$(seq 120); do \
+	  healthy && break; \
+	  kill -0 $$server 2>/dev/null || { echo "prefect server exited; see $$log" >&2; tail -20 "$$log" >&2; exit 1; }; \
+	  sleep 1; \
+	done; \
+	healthy || { echo "prefect server not healthy after 120 s; see $$log" >&2; exit 1; }; \
+	echo "prefect server (pid $$server) at $$url, log $$log"; \
+	PREFECT_API_URL=$$url/api $(BIN)/python -m flows.serve
 
 clean-warehouse:
 	rm -rf warehouse
