@@ -1,8 +1,9 @@
 """The ``linkedqa`` command line (DESIGN.md §10). Every command has ``--help``.
 
 Errors print one readable line plus a hint and exit non-zero:
-2 = bad usage or input (unknown method/dataset/--set key, bad name), 3 = unreadable data (truncated dump),
-4 = missing prerequisite (no KB built, unknown run), 1 = anything else.
+2 = bad usage or input (unknown method/dataset/--set key, bad name), 3 = unreadable data (truncated dump,
+failed or checksum-mismatched download), 4 = missing prerequisite (no KB built, unknown run, no dump of that date),
+1 = anything else.
 """
 
 from __future__ import annotations
@@ -113,6 +114,46 @@ def cmd_kb_list(a: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_wiki_spec(spec: str) -> tuple[str, str]:
+    """``enwiki:latest`` / ``enwiki:20250101`` (a bare date or ``latest`` means enwiki) -> (wiki, date)."""
+    wiki, sep, date = spec.partition(":")
+    if not sep:
+        wiki, date = "enwiki", spec
+    if not wiki or not date:
+        raise ValueError(f"--wikipedia expects WIKI:DATE (e.g. enwiki:latest or enwiki:20250101), got {spec!r}")
+    return wiki, date
+
+
+def cmd_kb_download(a: argparse.Namespace) -> int:
+    """``linkedqa kb download``: fetch Wikimedia dumps (resumable, checked against the published sums).
+
+    The last stdout lines are the downloaded paths, one per line, to pass to ``linkedqa kb build``.
+    """
+    from storage import layout
+    from tasks.fetch.http import DownloadResult
+    from tasks.fetch.sources import download_wikidata_dump, download_wikipedia_dump
+
+    if not a.wikidata and not a.wikipedia:
+        raise ValueError("give --wikidata latest|YYYYMMDD and/or --wikipedia enwiki:latest|enwiki:YYYYMMDD")
+    wiki = _parse_wiki_spec(a.wikipedia) if a.wikipedia else None
+    to = Path(a.to) if a.to else layout.home()
+    done: list[tuple[str, DownloadResult]] = []
+    if a.wikidata:
+        done.append(("--wikidata", download_wikidata_dump(a.wikidata, to, mirror=a.mirror)))
+    if wiki:
+        done.append(("--wikipedia", download_wikipedia_dump(wiki[0], wiki[1], to, mirror=a.mirror)))
+    for _, res in done:
+        m = res.meta
+        how = "already present, " if res.skipped else (f"resumed at byte {res.resumed_from:,}, "
+                                                        if res.resumed_from else "")
+        print(f"{m.get('dump')} {m.get('date')} (asked: {m.get('requested')}): {res.size:,} bytes, {how}"
+              f"{'/'.join(res.verified)} verified against {m.get('sums_url')}")
+    print("build the KB with: linkedqa kb build " + " ".join(f"{flag} {res.path}" for flag, res in done))
+    for _, res in done:
+        print(res.path)
+    return 0
+
+
 # ---------------------------------------------------------------- data
 def cmd_data_list(a: argparse.Namespace) -> int:
     """``linkedqa data list``: known datasets and what is stored."""
@@ -159,6 +200,33 @@ def cmd_data_import(a: argparse.Namespace) -> int:
             reason = r["reason"]
             print(f"  {reason}" if reason.startswith(f"line {r['line']}:") else f"  line {r['line']}: {reason}")
     refresh_catalog()
+    return 0
+
+
+def cmd_data_fetch(a: argparse.Namespace) -> int:
+    """``linkedqa data fetch NAME..``: download benchmarks from their official locations into LINKEDQA_DATA."""
+    from storage import layout
+    from tasks.fetch.sources import DATASET_FILES, NOT_FETCHABLE, fetch_datasets
+
+    names = list(a.names)
+    if a.all:
+        names += [n for n in DATASET_FILES if n not in names]
+        for name, why in NOT_FETCHABLE.items():
+            print(f"{name}: skipped ({why})")
+    if not names:
+        raise ValueError("give dataset names or --all (see `linkedqa data list`)")
+    root = Path(a.to).resolve() if a.to else layout.data_root(required=False)
+
+    def on_file(f) -> None:
+        note = f"  ({f.note})" if f.note else ""
+        print(f"  {f.action:<10} {f.file.path}  {f.size:,} bytes, sha256 ok{note}", flush=True)
+
+    results = fetch_datasets(names, root, mirror=a.mirror, on_file=on_file)
+    for name, files in results.items():
+        got = sum(f.action == "downloaded" for f in files)
+        print(f"{name}: {len(files)} file(s) verified ({got} downloaded, {len(files) - got} already present)")
+    print(f"data root: {root}" + ("" if root == layout.data_root(required=False) else
+                                  f"  (use it with LINKEDQA_DATA={root})"))
     return 0
 
 
@@ -336,6 +404,16 @@ def build_parser() -> argparse.ArgumentParser:
     ke.set_defaults(fn=cmd_kb_export_nt)
     kl = kb.add_parser("list", help="published KB versions")
     kl.set_defaults(fn=cmd_kb_list)
+    kd = kb.add_parser("download", help="download Wikimedia dumps (resumable, checked against the published sums); "
+                       "last lines = the paths for `kb build`")
+    kd.add_argument("--wikidata", default=None, metavar="latest|YYYYMMDD",
+                    help="Wikidata JSON dump (wikidata-<date>-all.json.gz); latest = newest complete dump")
+    kd.add_argument("--wikipedia", default=None, metavar="WIKI:latest|WIKI:YYYYMMDD",
+                    help="Wikipedia pages-articles-multistream dump, e.g. enwiki:latest")
+    kd.add_argument("--to", default=None, metavar="DIR", help="files go to DIR/dumps/<date>/ (default: LINKEDQA_HOME)")
+    kd.add_argument("--mirror", default=None, metavar="URL",
+                    help="mirror base replacing https://dumps.wikimedia.org (default: $LINKEDQA_MIRROR)")
+    kd.set_defaults(fn=cmd_kb_download)
 
     data = sub.add_parser("data", help="benchmark question sets").add_subparsers(dest="data_cmd", required=True,
                                                                                  metavar="SUBCOMMAND")
@@ -348,6 +426,13 @@ def build_parser() -> argparse.ArgumentParser:
     di.add_argument("file")
     di.add_argument("--name", required=True)
     di.set_defaults(fn=cmd_data_import)
+    df = data.add_parser("fetch", help="download benchmarks from their official locations (sha256-pinned, resumable)")
+    df.add_argument("names", nargs="*", metavar="NAME", help="dataset names (see `linkedqa data list`)")
+    df.add_argument("--all", action="store_true", help="every dataset with a public source")
+    df.add_argument("--to", default=None, metavar="DIR", help="data root to fill (default: LINKEDQA_DATA)")
+    df.add_argument("--mirror", default=None, metavar="URL",
+                    help="mirror base replacing https://raw.githubusercontent.com (default: $LINKEDQA_MIRROR)")
+    df.set_defaults(fn=cmd_data_fetch)
 
     models = sub.add_parser("models", help="LLM weights").add_subparsers(dest="models_cmd", required=True,
                                                                          metavar="SUBCOMMAND")
@@ -403,7 +488,15 @@ def _error_kind(exc: BaseException) -> tuple[int, str]:
     from tasks.agents.registry import UnknownMethod
     from tasks.datasets.registry import UnknownDataset
     from tasks.dumps.base import DumpError
+    from tasks.fetch.http import ChecksumMismatch, FetchError
+    from tasks.fetch.sources import DumpNotFound
 
+    if isinstance(exc, DumpNotFound):
+        return EXIT_MISSING, "pick a date listed at https://dumps.wikimedia.org/ (or use latest)"
+    if isinstance(exc, ChecksumMismatch):
+        return EXIT_DATA, "the corrupt download was deleted; re-run to fetch it again (or check --mirror)"
+    if isinstance(exc, FetchError):
+        return EXIT_DATA, "re-run the same command: verified files are skipped and a partial download resumes"
     if isinstance(exc, DumpError):
         return EXIT_DATA, "the input file is truncated or corrupt; nothing was published (re-download it)"
     if isinstance(exc, UnknownMethod | UnknownSetting | UnknownDataset):
