@@ -371,17 +371,22 @@ def prune_round(p: Prompts, question: str, agents: list[Retriever], b: int, s: _
 
 
 # ------------------------------------------------------------------------------------------------ agents
+def ask_keywords(p: Prompts, question: str, max_keywords: int) -> Generator[Any, Any, tuple[list[str], int]]:
+    """The keyword step shared by ``anchorrag`` and ``tog``: ``(keywords, failures)``.
+
+    An unreadable reply counts one parse failure and searches the whole question instead.
+    """
+    kw = parse_keywords(_text((yield p.keywords(question)), "keywords"), max_keywords)
+    return (kw, 0) if kw else ([question], 1)
+
+
 def anchorrag_agent(s: AnchorRagSettings) -> AgentFn:
     """The AnchorRAG step machine (see the module docstring)."""
     p = Prompts(s)
 
     def agent(item: dict, ictx: ItemContext):
         q = item["question"]
-        failures = 0
-        kw = parse_keywords(_text((yield p.keywords(q)), "keywords"), s.max_keywords)
-        if not kw:
-            failures += 1
-            kw = [q]
+        kw, failures = yield from ask_keywords(p, q, s.max_keywords)
         hits = _tool((yield ToolCall("entity_dense_search", {"queries": kw, "k": s.n_candidates})),
                      "entity_dense_search")
         pool: dict[str, tuple[float, str]] = {}
@@ -427,11 +432,7 @@ def tog_agent(s: TogSettings) -> AgentFn:
 
     def agent(item: dict, ictx: ItemContext):
         q = item["question"]
-        failures = 0
-        kw = parse_keywords(_text((yield p.keywords(q)), "keywords"), s.max_keywords)
-        if not kw:
-            failures += 1
-            kw = [q]
+        kw, failures = yield from ask_keywords(p, q, s.max_keywords)
         hits = _tool((yield ToolCall("entity_search", {"queries": kw, "k": s.search_k})), "entity_search")
         cands = list({c["qid"]: c for per_kw in hits for c in per_kw}.values())
         anchors: list[str] = []

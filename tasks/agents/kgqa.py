@@ -607,45 +607,40 @@ def kgqa_index_paths(settings: KgqaSettings, ctx: MethodContext) -> list[Path]:
 
 
 # ------------------------------------------------------------------------------------------------ methods
-class KgOneHopMethod(Method):
+class _KgqaMethod(Method):
+    """Shared wiring of ``kg-1hop`` and ``react-kg``: KG tools, answer-linking search, their index paths."""
+
+    metric_family = None  # qald on kgqa datasets, tog on kgqa-open ones (TASK_FAMILIES)
+    tasks = ("kgqa", "kgqa-open")
+
+    def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
+        """KG tools over ``kg=duckdb|sparql`` and BM25 entity search for answer linking."""
+        return kgqa_tools(self.settings, ctx)
+
+    def index_paths(self, ctx: MethodContext) -> list[Path]:
+        """Indexes this method reads (for ``index_disk_mb``)."""
+        return kgqa_index_paths(self.settings, ctx)
+
+
+class KgOneHopMethod(_KgqaMethod):
     """``linkedqa run kg-1hop``: main entity -> all its 1-hop properties -> answer -> answer linking."""
 
     name = "kg-1hop"
     description = "KGQA: LLM names the main entity -> exact KG match -> all 1-hop properties in context -> answer"
     Settings = KgqaSettings
-    metric_family = None  # qald on kgqa datasets, tog on kgqa-open ones (TASK_FAMILIES)
-    tasks = ("kgqa", "kgqa-open")
-
-    def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
-        """KG tools over ``kg=duckdb|sparql`` and BM25 entity search for answer linking."""
-        return kgqa_tools(self.settings, ctx)
 
     def agent(self, ctx: MethodContext) -> AgentFn:
         """The kg-1hop step machine."""
         return kg_one_hop_agent(self.settings)
 
-    def index_paths(self, ctx: MethodContext) -> list[Path]:
-        """Indexes this method reads (for ``index_disk_mb``)."""
-        return kgqa_index_paths(self.settings, ctx)
 
-
-class ReactKgMethod(Method):
+class ReactKgMethod(_KgqaMethod):
     """``linkedqa run react-kg``: ReAct traversal of the KG from the main entity (max ``max_depth`` hops)."""
 
     name = "react-kg"
     description = "KGQA: ReAct over the KG (list properties -> LLM picks one -> answer now or one hop deeper)"
     Settings = ReactKgSettings
-    metric_family = None  # qald on kgqa datasets, tog on kgqa-open ones (TASK_FAMILIES)
-    tasks = ("kgqa", "kgqa-open")
-
-    def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
-        """KG tools over ``kg=duckdb|sparql`` and BM25 entity search for answer linking."""
-        return kgqa_tools(self.settings, ctx)
 
     def agent(self, ctx: MethodContext) -> AgentFn:
         """The react-kg step machine."""
         return react_kg_agent(self.settings)
-
-    def index_paths(self, ctx: MethodContext) -> list[Path]:
-        """Indexes this method reads (for ``index_disk_mb``)."""
-        return kgqa_index_paths(self.settings, ctx)
