@@ -9,12 +9,15 @@ failed or checksum-mismatched download), 4 = missing prerequisite (no KB built, 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
 
-EXIT_USAGE, EXIT_DATA, EXIT_MISSING, EXIT_OTHER = 2, 3, 4, 1
+EXIT_USAGE, EXIT_DATA, EXIT_MISSING, EXIT_OTHER, EXIT_NO_SPACE = 2, 3, 4, 1, 5
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def setup_env(verbose: bool = False) -> None:
@@ -248,7 +251,8 @@ def run_config_from_args(a: argparse.Namespace):
 
     return RunConfig(method=a.method, dataset=a.dataset, split=a.split, limit=a.limit, shards=a.shards,
                      backend=a.backend, model=a.model, kb=a.kb, settings=_parse_sets(a.set),
-                     max_model_len=a.max_model_len, base_url=a.base_url, cache=not a.no_cache)
+                     max_model_len=a.max_model_len, base_url=a.base_url, cache=not a.no_cache,
+                     timeout_s=a.timeout, max_retries=a.retries)
 
 
 def validate_run(cfg) -> None:
@@ -365,7 +369,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
     print("\n== 3/4 search recall of the candidate generator (gold mentions, no LLM)", flush=True)
     ns = argparse.Namespace(method="search-recall", dataset="webqsp-el", split="test", limit=None, shards=1,
                             backend="vllm", model="embedded", kb=None, set=[], max_model_len=4096, base_url=None,
-                            no_cache=False)
+                            no_cache=False, timeout=None, retries=None)
     cmd_run(ns)
     print(f"\n== 4/4 ELA on {a.limit} WebQSP-EL test questions with the embedded model (vLLM on CPU)", flush=True)
     ns.method, ns.limit, ns.shards = "ela", a.limit, a.shards
@@ -449,6 +453,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", default="vllm", choices=["vllm", "openai"])
     r.add_argument("--model", default="embedded", help="'embedded', an HF model id, or a model directory")
     r.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --backend openai")
+    r.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="--backend openai: wall-clock limit of one HTTP attempt (default 120)")
+    r.add_argument("--retries", type=int, default=None, metavar="N",
+                   help="--backend openai: retries after a timeout, connection error, 429 or 5xx (default 4)")
     r.add_argument("--kb", default=None, help="KB name or version (default: newest)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting (repeatable)")
     r.add_argument("--max-model-len", type=int, default=4096)
@@ -482,6 +490,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _no_space_message(exc: OSError) -> str:
+    """``no space left on device under <home> (<free> free): <strerror> [<file>]`` for a full disk or quota."""
+    from storage import layout
+
+    home = layout.home()
+    probe = home if home.exists() else home.parent
+    try:
+        free = f"{shutil.disk_usage(probe).free / 2**20:,.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    where = f" writing {exc.filename}" if exc.filename else ""
+    return f"no space left under LINKEDQA_HOME={home} ({free}){where}: {exc.strerror or exc}"
+
+
 def _error_kind(exc: BaseException) -> tuple[int, str]:
     from storage.layout import LayoutError
     from tasks.agents.base import UnknownSetting
@@ -491,6 +513,9 @@ def _error_kind(exc: BaseException) -> tuple[int, str]:
     from tasks.fetch.http import ChecksumMismatch, FetchError
     from tasks.fetch.sources import DumpNotFound
 
+    if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
+        return EXIT_NO_SPACE, ("free space there (or point LINKEDQA_HOME at a larger disk) and re-run the same "
+                               "command: finished shards are kept, nothing partial was published")
     if isinstance(exc, DumpNotFound):
         return EXIT_MISSING, "pick a date listed at https://dumps.wikimedia.org/ (or use latest)"
     if isinstance(exc, ChecksumMismatch):
@@ -522,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one readable line, never a traceback, unless -v
         code, hint = _error_kind(exc)
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if code == EXIT_NO_SPACE:
+            msg = _no_space_message(exc)
         print(f"error: {msg}\nhint: {hint}", file=sys.stderr)
         if args.verbose:
             import traceback

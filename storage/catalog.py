@@ -46,8 +46,12 @@ def _empty_file(table: str, root: Path) -> Path:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-        pq.write_table(SCHEMAS[table].empty_table(), tmp)
-        os.replace(tmp, path)
+        try:
+            pq.write_table(SCHEMAS[table].empty_table(), tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     return path
 
 
@@ -226,14 +230,19 @@ def refresh_catalog(root: Path | None = None) -> Path:
     final = layout.catalog_path(root)
     tmp = final.with_name(f"catalog.tmp-{os.getpid()}.duckdb")
     tmp.unlink(missing_ok=True)
-    con = duckdb.connect(str(tmp))
-    try:
-        build_views(con, root)
-    finally:
-        con.close()
     wal = tmp.with_name(tmp.name + ".wal")
-    wal.unlink(missing_ok=True)
-    os.replace(tmp, final)
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            build_views(con, root)
+        finally:
+            con.close()
+        wal.unlink(missing_ok=True)
+        os.replace(tmp, final)
+    except BaseException:  # disk full...: the previous catalog stays, no temp database is left
+        tmp.unlink(missing_ok=True)
+        wal.unlink(missing_ok=True)
+        raise
     return final
 
 

@@ -11,6 +11,7 @@ to the declared types and a failed cast raises.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 from collections.abc import Iterable, Sequence
@@ -200,20 +201,42 @@ class PartWriter:
         return self.rows
 
     def abort(self) -> None:
-        """Discard the temp file."""
-        try:
-            if self._writer is not None:
-                self._writer.close()
-            if self._fh is not None:
-                self._fh.close()
-        finally:
-            self._tmp.unlink(missing_ok=True)
+        """Discard the temp file.
+
+        Closing errors are ignored: the file is thrown away, and the error that caused the abort (a full disk,
+        say) is the one worth reporting.
+        """
+        for close in (self._writer.close if self._writer is not None else None,
+                      self._fh.close if self._fh is not None else None):
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    close()
+        self._writer = self._fh = None
+        self._tmp.unlink(missing_ok=True)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
-            self.close()
+            try:
+                self.close()
+            except BaseException:  # e.g. ENOSPC while writing the footer or in fsync: no temp file may remain
+                self.abort()
+                raise
         else:
             self.abort()
+
+
+def remove_temp_files(folder: Path) -> list[Path]:
+    """Delete the temp files of atomic writes (``*.tmp-<pid>*``) under ``folder``; return what was removed.
+
+    A process killed in the middle of a write leaves its temp file behind (readers never see it, but it holds
+    disk). Call this only when no writer can be active under ``folder``, e.g. when every shard of a run is done.
+    """
+    if not folder.is_dir():
+        return []
+    stale = [p for p in folder.rglob("*.tmp-*") if p.is_file()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
 
 
 def part_files(folder: Path) -> list[Path]:

@@ -73,21 +73,28 @@ def write_query_parts(con: duckdb.DuckDBPyConnection, sql: str, table: str, fold
     tmp_names: list[Path] = []
     writer: PartWriter | None = None
     total = 0
-    for batch in reader:
-        if writer is None or writer.rows >= rows_per_part:
-            if writer is not None:
-                writer.close()
-            tmp = folder / f"_pending-{len(tmp_names):05d}.parquet"
-            tmp_names.append(tmp)
-            writer = PartWriter(table, tmp)
-        tbl = pa.Table.from_batches([batch]).select(schema.names)
-        writer.write_batch(tbl)
-        total += batch.num_rows
-    if writer is not None:
-        writer.close()
-    if not tmp_names:
-        tmp_names.append(folder / "_pending-00000.parquet")
-        PartWriter(table, tmp_names[0]).close()
+    try:
+        for batch in reader:
+            if writer is None or writer.rows >= rows_per_part:
+                if writer is not None:
+                    writer.close()
+                tmp = folder / f"_pending-{len(tmp_names):05d}.parquet"
+                tmp_names.append(tmp)
+                writer = PartWriter(table, tmp)
+            tbl = pa.Table.from_batches([batch]).select(schema.names)
+            writer.write_batch(tbl)
+            total += batch.num_rows
+        if writer is not None:
+            writer.close()
+        if not tmp_names:
+            tmp_names.append(folder / "_pending-00000.parquet")
+            PartWriter(table, tmp_names[0]).close()
+    except BaseException:  # disk full, DuckDB error...: no pending part may outlive the attempt
+        if writer is not None:
+            writer.abort()
+        for tmp in tmp_names:
+            tmp.unlink(missing_ok=True)
+        raise
     n = len(tmp_names)
     for i, tmp in enumerate(tmp_names):
         os.replace(tmp, folder / layout.part_name(i, n))

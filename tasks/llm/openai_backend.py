@@ -8,7 +8,9 @@
 * Bounded concurrency: a thread pool of ``max_concurrency`` workers shares one connection-pooled client.
 * Retries: 429, 5xx, timeouts and connection errors are retried ``max_retries`` times with exponential backoff
   (``backoff_s * 2**attempt``, jittered, capped; a ``Retry-After`` header is honoured up to the cap). Other
-  4xx and malformed responses fail at once. After the last try the item gets ``Completion(error=...)``; the
+  4xx and malformed responses fail at once. ``timeout_s`` bounds each attempt's wall time (a server that
+  never answers, or trickles bytes, times out), so one item takes at most about
+  ``(max_retries + 1) * timeout_s`` plus backoff. After the last try the item gets ``Completion(error=...)``; the
   batch goes on.
 * Payload: ``model, messages, temperature, top_p, max_tokens, seed`` and ``stop`` when non-empty;
   ``repetition_penalty`` only when != 1.0 (a vLLM extension that hosted APIs may reject).
@@ -133,7 +135,7 @@ class OpenAIBackend:
         for attempt in range(self.engine.max_retries + 1):
             retry_after = None
             try:
-                resp = self._client.post(self.url, json=body)
+                resp = self._post(body)
             except httpx.TimeoutException as e:
                 last = f"timeout after {self.engine.timeout_s:g} s ({type(e).__name__})"
             except httpx.TransportError as e:
@@ -150,6 +152,25 @@ class OpenAIBackend:
                 log.debug("retry %d/%d in %.2f s: %s", attempt + 1, self.engine.max_retries, delay, last)
                 time.sleep(delay)
         return Completion(error=last, latency_s=time.perf_counter() - t0)
+
+    def _post(self, body: dict[str, Any]) -> httpx.Response:
+        """One attempt, bounded in total by ``timeout_s``.
+
+        httpx's timeouts bound each connect/read separately, so a server that trickles a byte now and then would
+        hold an attempt forever; the body is read in chunks against a wall-clock deadline instead.
+
+        Raises:
+            httpx.TimeoutException: No complete response within ``timeout_s`` (or a single read took that long).
+        """
+        deadline = time.monotonic() + self.engine.timeout_s
+        with self._client.stream("POST", self.url, json=body) as resp:
+            chunks = []
+            for chunk in resp.iter_raw():  # raw: the new Response below decodes (gzip) as usual
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout("response not complete within the deadline")
+            return httpx.Response(resp.status_code, headers=resp.headers, content=b"".join(chunks),
+                                  request=resp.request)
 
     def _parse(self, resp: httpx.Response, latency: float) -> Completion:
         try:

@@ -36,8 +36,9 @@ class _Serialized:
 
 
 def engine_config(cfg) -> EngineConfig:
-    """Engine config from a run config (model, context length, endpoint)."""
-    return EngineConfig(model=cfg.model, max_model_len=cfg.max_model_len, base_url=cfg.base_url)
+    """Engine config from a run config (model, context length, endpoint, HTTP timeout and retries if given)."""
+    extra = {k: v for k, v in (("timeout_s", cfg.timeout_s), ("max_retries", cfg.max_retries)) if v is not None}
+    return EngineConfig(model=cfg.model, max_model_len=cfg.max_model_len, base_url=cfg.base_url, **extra)
 
 
 def get_backend(cfg, root: Path | None = None) -> LLMBackend:

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from storage import layout
 from storage.manifest import git_sha, now_iso, read_manifest, write_json_atomic, write_manifest
-from storage.parquet_io import part_files, read_table, write_table
+from storage.parquet_io import part_files, read_table, remove_temp_files, write_table
 from storage.schemas import PREDICTIONS
 from tasks.agents.base import MethodContext
 from tasks.agents.registry import get_method
@@ -37,6 +37,7 @@ from tasks.datasets.store import latest_dataset_folder, store_dataset
 from tasks.metrics.runs import per_item_scores, summary_metrics
 from tasks.runs.backends import get_backend
 from tasks.runs.config import (
+    OPERATIONAL_FIELDS,
     RunConfig,
     RunPlan,
     contiguous_shards,
@@ -107,7 +108,8 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
         old = RunPlan.model_validate_json(path.read_text())
         if old.question_ids != plan.question_ids:
             raise RuntimeError(f"run {run_id}: stored plan has different questions; remove {rdir} to restart")
-        return old
+        current = {k: getattr(cfg, k) for k in OPERATIONAL_FIELDS}
+        return old.model_copy(update={"config": old.config.model_copy(update=current)})
     rdir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, json.loads(plan.model_dump_json()))
     return plan
@@ -234,6 +236,9 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
         raise RuntimeError(f"run {plan.run_id}: duplicated question ids in predictions")
     if sorted(ids) != sorted(plan.question_ids):
         raise RuntimeError(f"run {plan.run_id}: predictions do not cover exactly the planned questions")
+    stale = remove_temp_files(rdir)  # every shard is done: any temp file is a killed writer's
+    if stale:
+        log(f"removed {len(stale)} temp file(s) left by killed writers: {', '.join(p.name for p in stale)}")
     questions = plan_questions(plan, root)
     method_cls = get_method(plan.config.method)
     shard_recs = [json.loads(p.read_text()) for p in sorted((rdir / "shards").glob("shard-*.json"))]

@@ -11,6 +11,7 @@ lost node) the moment it reaches POINT. POINT is one of:
 * ``stage:N``                KB build: after the N-th staged shard has finished (its ``_done.json`` written);
 * ``merge-after:TABLE``      KB build: after TABLE's parts were written, before its merge marker;
 * ``kb-manifest``            KB build: every table merged, just before the version's ``manifest.json``;
+* ``shard-torn:N``           run: the N-th predictions part is in its temp file, not yet renamed (mid-write);
 * ``shard-written:N``        run: right after the N-th predictions part was published;
 * ``finalize``               run: every shard done, at the start of ``finalize_run`` (before metrics);
 * ``metrics-written``        run: metrics part published, before the ``runs`` part and the manifest.
@@ -88,6 +89,21 @@ def install(point: str) -> None:
             return n
 
         ex.write_table = write
+    elif kind == "shard-torn":
+        import tasks.runs.execute as ex
+        from storage import parquet_io
+
+        real_write = ex.write_table
+
+        def torn(data, table, path):
+            if table == "predictions" and _count_reached(int(arg or 1)):
+                tmp = parquet_io._tmp_path(path)
+                tmp.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_bytes(b"PAR1 half a part")  # what a kill in the middle of the write leaves
+                die()
+            return real_write(data, table, path)
+
+        ex.write_table = torn
     elif kind == "finalize":
         import tasks.run_tasks as rt
 

@@ -1,4 +1,5 @@
-"""A real sharded `linkedqa run search-recall` (no LLM) SIGKILLed between shards, before and during metrics.
+"""A real sharded `linkedqa run search-recall` (no LLM) SIGKILLed while a shard's part is half written, between
+shards, before and during metrics.
 
 Guarantee: after each kill the run is not visible (no manifest, absent from the catalog); the re-run finishes
 it with every planned question exactly once, parts finished by earlier attempts byte-identical, stored metrics
@@ -46,15 +47,22 @@ def _stable(rows: list[dict]) -> dict[str, tuple]:
 
 @pytest.mark.timeout(400)
 def test_run_killed_between_shards_and_during_metrics_resumes_exactly(cli, ref_kb, tmp_path):
-    """Kill after shard 1's part, after shard 2's part, at finalize start, after the metrics part."""
+    """Kill mid-write of shard 1's part, after shard 1's part, after shard 2's part, at finalize start, after the
+    metrics part."""
     home, version = ref_kb
     args = _run_args(version)
     runs = layout.runs_root(home)
     before = {p.name for p in runs.iterdir()} if runs.is_dir() else set()
 
-    rc, out = cli(home, "shard-written:1", args)
+    rc, out = cli(home, "shard-torn:1", args)  # killed while writing shard 0's part: a torn temp file, no part
     assert rc == KILLED, out[-2000:]
     (run_id,) = {p.name for p in runs.iterdir()} - before
+    rdir = layout.run_dir(run_id, home)
+    assert part_files(rdir / "predictions") == [] and len(leftovers(rdir)) == 1
+    _invisible(home, run_id)
+
+    rc, out = cli(home, "shard-written:1", args)
+    assert rc == KILLED, out[-2000:]
     rdir = layout.run_dir(run_id, home)
     preds = rdir / "predictions"
     first = part_files(preds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -306,6 +307,18 @@ class _Server:
                     outer.inflight += 1
                     outer.max_inflight = max(outer.max_inflight, outer.inflight)
                 try:
+                    if text.startswith("trickle"):  # one byte per 0.2 s: no single read ever times out
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", "100")
+                        self.end_headers()
+                        for _ in range(15):
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                            time.sleep(0.2)
+                        return None
+                    if text.startswith("gzip"):
+                        return self._send(200, self._answer(body, text), gzip_body=True)
                     if text.startswith("slow"):
                         time.sleep(1.2)
                     elif text.startswith("wait"):
@@ -314,31 +327,32 @@ class _Server:
                         return self._send(500, {"error": {"message": "overloaded"}})
                     if text.startswith("bad"):
                         return self._send(400, {"error": {"message": "bad request"}})
-                    self._send(
-                        200,
-                        {
-                            "id": "x",
-                            "object": "chat.completion",
-                            "model": body["model"],
-                            "choices": [
-                                {
-                                    "index": 0,
-                                    "message": {"role": "assistant", "content": f"re: {text}"},
-                                    "finish_reason": "stop",
-                                }
-                            ],
-                            "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
-                        },
-                    )
+                    self._send(200, self._answer(body, text))
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 finally:
                     with outer.lock:
                         outer.inflight -= 1
 
-            def _send(self, status: int, payload: dict) -> None:
+            @staticmethod
+            def _answer(body: dict, text: str) -> dict:
+                return {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "model": body["model"],
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": f"re: {text}"},
+                         "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+                }
+
+            def _send(self, status: int, payload: dict, gzip_body: bool = False) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                if gzip_body:
+                    data = gzip.compress(data)
+                    self.send_header("Content-Encoding", "gzip")
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -387,6 +401,19 @@ def test_openai_backend_retries_timeouts_and_key(server: _Server, monkeypatch: p
     for text in (repr(be), str(be), repr(vars(be))):
         assert secret not in text
     assert "LQA_TEST_KEY" in repr(be)
+    be.close()
+
+
+def test_openai_backend_deadline_bounds_a_trickling_answer(server: _Server) -> None:
+    """A byte every 0.2 s never trips a 0.5 s read timeout; the per-attempt deadline ends it (and gzip parses)."""
+    be = OpenAIBackend(EngineConfig(model="m", base_url=server.url, timeout_s=0.5, max_retries=1), backoff_s=0.01)
+    t0 = time.perf_counter()
+    out = be.generate([req("trickle one"), req("gzip two")])
+    elapsed = time.perf_counter() - t0
+    assert out[0].error is not None and out[0].error.startswith("timeout after 0.5 s"), out[0]
+    assert server.attempts["trickle one"] == 2  # first try + 1 retry
+    assert elapsed < 2.5  # 2 attempts of ~0.6 s each; without the deadline one attempt alone takes 3 s
+    assert out[1].text == "re: gzip two" and out[1].error is None
     be.close()
 
 
