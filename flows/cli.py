@@ -252,7 +252,7 @@ def run_config_from_args(a: argparse.Namespace):
     return RunConfig(method=a.method, dataset=a.dataset, split=a.split, limit=a.limit, shards=a.shards,
                      backend=a.backend, model=a.model, kb=a.kb, settings=_parse_sets(a.set),
                      max_model_len=a.max_model_len, base_url=a.base_url, cache=not a.no_cache,
-                     timeout_s=a.timeout, max_retries=a.retries)
+                     timeout_s=a.timeout, max_retries=a.retries, api_key_block=a.api_key_block)
 
 
 def validate_run(cfg) -> None:
@@ -369,7 +369,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
     print("\n== 3/4 search recall of the candidate generator (gold mentions, no LLM)", flush=True)
     ns = argparse.Namespace(method="search-recall", dataset="webqsp-el", split="test", limit=None, shards=1,
                             backend="vllm", model="embedded", kb=None, set=[], max_model_len=4096, base_url=None,
-                            no_cache=False, timeout=None, retries=None)
+                            no_cache=False, timeout=None, retries=None, api_key_block=None)
     cmd_run(ns)
     print(f"\n== 4/4 ELA on {a.limit} WebQSP-EL test questions with the embedded model (vLLM on CPU)", flush=True)
     ns.method, ns.limit, ns.shards = "ela", a.limit, a.shards
@@ -457,6 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--backend openai: wall-clock limit of one HTTP attempt (default 120)")
     r.add_argument("--retries", type=int, default=None, metavar="N",
                    help="--backend openai: retries after a timeout, connection error, 429 or 5xx (default 4)")
+    r.add_argument("--api-key-block", default=None, metavar="NAME",
+                   help="--backend openai: Prefect Secret block holding the API key, read where shards run when "
+                        "OPENAI_API_KEY is unset (the name is recorded, the key never)")
     r.add_argument("--kb", default=None, help="KB name or version (default: newest)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting (repeatable)")
     r.add_argument("--max-model-len", type=int, default=4096)

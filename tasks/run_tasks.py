@@ -21,6 +21,24 @@ def plan_run_task(cfg: RunConfig, root: str, data_root: str) -> RunPlan:
     return plan_run(cfg, Path(root), Path(data_root))
 
 
+def load_api_key(cfg: RunConfig) -> None:
+    """Load the API key from the Prefect ``Secret`` block ``cfg.api_key_block`` unless the variable is set.
+
+    The key goes into the backend's environment variable (``OPENAI_API_KEY``) of this process, from which the
+    OpenAI backend reads it into its HTTP headers. It runs where the shard runs (a Dask or Prefect worker has its
+    own environment). The key is never logged, returned or written: plan and manifest record only the block name.
+    """
+    if cfg.backend != "openai" or not cfg.api_key_block:
+        return
+    from prefect.blocks.system import Secret
+
+    from tasks.llm.types import EngineConfig
+
+    var = EngineConfig().api_key_env
+    if not os.environ.get(var):
+        os.environ[var] = Secret.load(cfg.api_key_block).get()
+
+
 @task(name="run_shard", task_run_name="shard {i}", tags=["llm-shard"])
 def run_shard_task(plan: RunPlan, i: int, root: str, data_root: str, device: str | None = None) -> dict:
     """Run one shard (skipped when its predictions part exists).
@@ -30,6 +48,7 @@ def run_shard_task(plan: RunPlan, i: int, root: str, data_root: str, device: str
     """
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device
+    load_api_key(plan.config)
     log = get_run_logger()
     return execute_shard(plan, i, Path(root), Path(data_root), log=lambda m: (print(m, flush=True), log.debug(m)))
 

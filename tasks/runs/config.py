@@ -40,11 +40,12 @@ class RunConfig(BaseModel):
     cache: bool = True
     timeout_s: float | None = Field(default=None, gt=0)
     max_retries: int | None = Field(default=None, ge=0)
+    api_key_block: str | None = None
 
 
 # Fields that say how to reach the engine, not what is computed: not part of the run id, and taken from the
 # current invocation when a stored plan is resumed (the endpoint may have moved, a timeout may need raising).
-OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries")
+OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries", "api_key_block")
 
 
 class RunPlan(BaseModel):

@@ -27,17 +27,22 @@ class Cli:
     env: dict[str, str]
     logs: Path
 
-    def __call__(self, home: Path, point: str, args: list[str], timeout: float = 180) -> tuple[int, str]:
+    def __call__(self, home: Path, point: str, args: list[str], timeout: float = 180,
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, str]:
         """Run to completion (or to its injected SIGKILL); kill its whole session on the way out.
+
+        Args:
+            env: Extra environment variables for this process.
+            cwd: Working directory (default: the repository root).
 
         Returns:
             (return code, combined output).
         """
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{len(list(self.logs.iterdir())):03d}-{point.replace(':', '_')}.log"
-        env = {**self.env, "LINKEDQA_HOME": str(home)}
+        env = {**self.env, "LINKEDQA_HOME": str(home), **(env or {})}
         with open(log, "wb") as fh:
-            proc = subprocess.Popen([sys.executable, str(INJECT), point, *args], cwd=layout.REPO_ROOT, env=env,
+            proc = subprocess.Popen([sys.executable, str(INJECT), point, *args], cwd=cwd or layout.REPO_ROOT, env=env,
                                     stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
             try:

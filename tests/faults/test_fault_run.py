@@ -110,11 +110,18 @@ def test_run_killed_between_shards_and_during_metrics_resumes_exactly(cli, ref_k
     finally:
         con.close()
 
-    # the same run, uninterrupted, in a fresh warehouse holding a copy of the KB: identical predictions
+    # the same run, uninterrupted, in a fresh warehouse holding a copy of the KB: identical predictions.
+    # It runs with HOME, TMPDIR and the working directory pointed at empty folders: files only under LINKEDQA_HOME
     fresh = tmp_path / "fresh"
     shutil.copytree(layout.kb_dir(version, home), layout.kb_dir(version, fresh))
-    rc, out = cli(fresh, "none", args)
+    outside = {name: tmp_path / "outside" / name for name in ("home", "tmp", "cwd")}
+    for d in outside.values():
+        d.mkdir(parents=True)
+    rc, out = cli(fresh, "none", args, cwd=outside["cwd"],
+                  env={"HOME": str(outside["home"]), "TMPDIR": str(outside["tmp"]), "PYTHONDONTWRITEBYTECODE": "1",
+                       **{f"XDG_{k}_HOME": str(outside["home"] / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}})
     assert rc == 0, out[-3000:]
+    assert {n: sorted(p.name for p in d.rglob("*")) for n, d in outside.items()} == {n: [] for n in outside}
     assert run_id in out.split(), out[-2000:]  # the run id line (Prefect may log after it)
     ref_rows = read_table(layout.run_dir(run_id, fresh) / "predictions", "predictions").to_pylist()
     assert _stable(ref_rows) == _stable(rows)

@@ -1,5 +1,6 @@
 """Secrets: a real `linkedqa run closed-book --backend openai` against a local OpenAI-compatible endpoint, with
-``OPENAI_API_KEY`` planted in the subprocess environment; the endpoint answers one question with garbage.
+``OPENAI_API_KEY`` planted in the subprocess environment, or (second test) unset and the key in a Prefect
+``Secret`` block named by ``--api-key-block``; the endpoint answers one question with garbage.
 
 Guarantee: the key is really sent (the endpoint saw it), the garbage answer is a per-item error (the run
 completes and counts it), and the key is in no file under LINKEDQA_HOME (manifests, plans, predictions, the
@@ -44,25 +45,51 @@ class _Endpoint(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.timeout(240)
-def test_planted_api_key_is_used_but_never_stored(cli, tmp_path):
+def _run_against_endpoint(cli, home, extra_args=(), env=None) -> tuple[int, str]:
     from tasks.datasets.entity_qa import POPQA
 
+    _Endpoint.seen_auth, _Endpoint.calls = [], 0
     server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Endpoint)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    home = tmp_path / "warehouse"
     try:
-        rc, out = cli(home, "none", ["run", "closed-book", "--dataset", POPQA, "--limit", "4", "--backend",
-                                     "openai", "--model", "test-model", "--base-url",
-                                     f"http://127.0.0.1:{server.server_address[1]}/v1"])
+        return cli(home, "none", ["run", "closed-book", "--dataset", POPQA, "--limit", "4", "--backend", "openai",
+                                  "--model", "test-model", "--base-url",
+                                  f"http://127.0.0.1:{server.server_address[1]}/v1", *extra_args], env=env)
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _check_run(home, rc: int, out: str, key: str) -> None:
     assert rc == 0, out[-3000:]
-    assert _Endpoint.seen_auth and all(a == f"Bearer {PLANTED_KEY}" for a in _Endpoint.seen_auth)
+    assert _Endpoint.seen_auth and all(a == f"Bearer {key}" for a in _Endpoint.seen_auth)
     (rdir,) = [d for d in layout.runs_root(home).iterdir() if d.is_dir()]
     manifest = read_manifest(rdir)
     assert manifest["row_counts"]["predictions"] == 4 and manifest["n_errors"] == 1
-    assert files_containing(home, PLANTED_KEY) == []
-    assert files_containing(home, PLANTED_KEY[-10:]) == []  # not even a partial echo
+    assert key not in out
+    assert files_containing(home, key) == []
+    assert files_containing(home, key[-10:]) == []  # not even a partial echo
+
+
+@pytest.mark.timeout(240)
+def test_planted_api_key_is_used_but_never_stored(cli, tmp_path):
+    home = tmp_path / "warehouse"
+    rc, out = _run_against_endpoint(cli, home)
+    _check_run(home, rc, out, PLANTED_KEY)
+
+
+@pytest.mark.timeout(240)
+def test_api_key_from_a_prefect_secret_block_is_used_but_never_stored(cli, tmp_path):
+    """OPENAI_API_KEY unset; `--api-key-block` names a Secret block on the session's Prefect server."""
+    from prefect.blocks.system import Secret
+
+    block_key = "sk-test-BLOCK-4567890"
+    Secret(value=block_key).save("lqa-test-openai-key", overwrite=True)
+    home = tmp_path / "warehouse"
+    rc, out = _run_against_endpoint(cli, home, ["--api-key-block", "lqa-test-openai-key"],
+                                    env={"OPENAI_API_KEY": ""})
+    _check_run(home, rc, out, block_key)
+    (rdir,) = [d for d in layout.runs_root(home).iterdir() if d.is_dir()]
+    plan = json.loads((rdir / "plan.json").read_text())
+    assert plan["config"]["api_key_block"] == "lqa-test-openai-key"  # the plan records the name, not the key
