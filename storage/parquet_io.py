@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +151,21 @@ class PartWriter:
                 f"{self.table}: missing columns {sorted(self._keys - got)}, extra columns {sorted(got - self._keys)}"
             )
         self._buf.append(self._get(row))
+        if len(self._buf) >= self.batch_rows:
+            self.flush()
+
+    def add_columns(self, columns: Mapping[str, Sequence[Any]]) -> None:
+        """Buffer many rows given as equal-length columns with exactly the schema's names (bulk ``add``)."""
+        if columns.keys() != self._keys:
+            got = set(columns)
+            raise SchemaMismatch(
+                f"{self.table}: missing columns {sorted(self._keys - got)}, extra columns {sorted(got - self._keys)}"
+            )
+        cols = [columns[name] for name in self._names]
+        if len({len(c) for c in cols}) > 1:
+            lengths = {name: len(c) for name, c in zip(self._names, cols, strict=True)}
+            raise SchemaMismatch(f"{self.table}: columns of different lengths {lengths}")
+        self._buf.extend(zip(*cols))
         if len(self._buf) >= self.batch_rows:
             self.flush()
 

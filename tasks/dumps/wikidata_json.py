@@ -40,7 +40,7 @@ from pathlib import Path
 
 import orjson
 
-from tasks.dumps.base import DumpError, Shard, TableRow, iter_lines, open_text_stream, reject
+from tasks.dumps.base import DumpError, RowBlock, Shard, TableRow, iter_lines, open_text_stream, reject
 
 try:  # optional fast path (msgspec is in the pinned lock; the orjson path is the reference)
     import msgspec
@@ -346,8 +346,11 @@ else:  # pragma: no cover
     _MSGSPEC_ERRORS = ()
 
 
-def _fast_rows(line: bytes, source: str) -> list[TableRow]:
-    """Typed decode of one well-formed entity line; raises ``_Fallback`` (or a msgspec error) otherwise."""
+def _fast_rows(line: bytes, source: str, blocks: bool = False) -> list[TableRow]:
+    """Typed decode of one well-formed entity line; raises ``_Fallback`` (or a msgspec error) otherwise.
+
+    With ``blocks`` the labels (every language: most rows of an item) come as one ``RowBlock`` per entity.
+    """
     e = _decode_entity(line)
     eid = e.id
     etype = e.type
@@ -430,12 +433,17 @@ def _fast_rows(line: bytes, source: str) -> list[TableRow]:
                          "sitelinks": len(sitelinks), "instance_of": instance_of, "source": source}))
     for a, lang in zip(aliases, alias_langs, strict=True):
         append(("aliases", {"qid": eid, "alias": a, "lang": lang}))
-    for lang, t in labels.items():
-        append(("labels", {"qid": eid, "lang": lang, "label": t.value}))
+    if blocks:
+        if labels:
+            append(("labels", RowBlock({"qid": [eid] * len(labels), "lang": list(labels),
+                                        "label": [t.value for t in labels.values()]})))
+    else:
+        for lang, t in labels.items():
+            append(("labels", {"qid": eid, "lang": lang, "label": t.value}))
     return rows
 
 
-def line_rows(line: bytes, source: str, fast: bool = True) -> list[TableRow]:
+def line_rows(line: bytes, source: str, fast: bool = True, blocks: bool = False) -> list[TableRow]:
     """Convert one entity JSON text (no trailing comma) to its rows.
 
     Args:
@@ -443,6 +451,7 @@ def line_rows(line: bytes, source: str, fast: bool = True) -> list[TableRow]:
         source: Value of the ``source`` column.
         fast: Try the typed msgspec decoder first (falls back to orjson + ``entity_rows`` on anything
             unusual).
+        blocks: Let the fast path return the labels as one ``RowBlock`` (same rows, fewer objects).
 
     Returns:
         The entity's rows.
@@ -452,7 +461,7 @@ def line_rows(line: bytes, source: str, fast: bool = True) -> list[TableRow]:
     """
     if fast and msgspec is not None:
         try:
-            return _fast_rows(line, source)
+            return _fast_rows(line, source, blocks)
         except (_Fallback, BadEntity, UnicodeDecodeError, *_MSGSPEC_ERRORS):
             pass  # msgspec raises a bare UnicodeDecodeError for bad UTF-8 inside a string: orjson's path rejects it
     try:
@@ -463,7 +472,7 @@ def line_rows(line: bytes, source: str, fast: bool = True) -> list[TableRow]:
 
 
 def read_wikidata_json(path: Path | str, shard: Shard = Shard(), source: str | None = None,
-                       fast: bool = True) -> Iterator[TableRow]:
+                       fast: bool = True, blocks: bool = False) -> Iterator[TableRow]:
     """Stream one Wikidata JSON dump (or line-delimited entity file) into KB rows.
 
     Lines ``[`` and ``]`` and blank lines are skipped; a trailing ``,`` is removed before decoding each
@@ -474,6 +483,8 @@ def read_wikidata_json(path: Path | str, shard: Shard = Shard(), source: str | N
         shard: Byte range (plain files) or line range (compressed files, ``by_lines=True``) to read.
         source: Value of the ``source`` column; defaults to the file name.
         fast: Use the typed msgspec fast path (``False`` forces the orjson reference path; same rows).
+        blocks: Yield each entity's labels as one ``RowBlock`` where the fast path applies (the KB build's
+            stage step writes them in bulk; the rows are the same).
 
     Yields:
         ``(table, row)`` pairs: ``entities``, ``aliases``, ``labels``, ``claims``, ``properties`` and
@@ -491,7 +502,7 @@ def read_wikidata_json(path: Path | str, shard: Shard = Shard(), source: str | N
         if line[-1:] == b",":
             line = line[:-1]
         try:
-            rows = line_rows(line, src, fast)
+            rows = line_rows(line, src, fast, blocks)
         except BadEntity as exc:
             yield reject(path, str(exc), raw, offset, lineno, STAGE)
             continue

@@ -17,7 +17,7 @@ import psutil
 from storage import layout
 from storage.manifest import read_json, write_json_atomic
 from storage.parquet_io import PartWriter
-from tasks.dumps.base import Shard, TableRow
+from tasks.dumps.base import RowBlock, Shard, TableRow
 from tasks.kb.plan import InputSpec
 
 DONE = "_done.json"
@@ -29,7 +29,7 @@ def _reader(spec: InputSpec, shard: Shard) -> Iterator[TableRow]:
     if kind == "wikidata-json":
         from tasks.dumps.wikidata_json import read_wikidata_json
 
-        return read_wikidata_json(path, shard, source=spec.source)
+        return read_wikidata_json(path, shard, source=spec.source, blocks=True)
     if kind == "entity-file":
         from tasks.dumps.wikidata_json import read_entity_file
 
@@ -108,16 +108,22 @@ def stage_shard(
     writers: dict[str, PartWriter] = {}
     adders: dict[str, Callable[[dict], None]] = {}
     n = 0
+    report_at = 10_000
     try:
         for table, row in _reader(spec, shard):
             add = adders.get(table)
             if add is None:
                 w = writers[table] = PartWriter(table, out / f"{table}.parquet", batch_rows=20_000)
                 add = adders[table] = w.add
-            add(row)
-            n += 1
-            if progress is not None and n % 10_000 == 0:
+            if type(row) is RowBlock:
+                writers[table].add_columns(row.columns)
+                n += len(row)
+            else:
+                add(row)
+                n += 1
+            if progress is not None and n >= report_at:
                 progress(n)
+                report_at = (n // 10_000 + 1) * 10_000
         rows = {t: w.close() for t, w in writers.items()}
     except BaseException:
         for w in writers.values():

@@ -100,6 +100,39 @@ def test_fast_path_equals_reference_path(data_root: Path, name: str) -> None:
     assert fast == ref
 
 
+@pytest.mark.parametrize("name", DUMP_FILES)
+def test_label_blocks_are_the_same_rows(data_root: Path, name: str, tmp_path: Path) -> None:
+    """``blocks=True`` (the KB build's bulk labels) expands to exactly the row stream of ``blocks=False``, and
+    ``PartWriter.add_columns`` writes the same Parquet rows as ``add``."""
+    from storage.parquet_io import PartWriter, read_table
+    from tasks.dumps.base import RowBlock
+
+    plain = list(read_wikidata_json(data_root / name))
+    mixed = list(read_wikidata_json(data_root / name, blocks=True))
+    assert any(type(r) is RowBlock for _, r in mixed)
+    expanded = [(t, row) for t, r in mixed for row in (r.rows() if type(r) is RowBlock else [r])]
+    assert expanded == plain
+    with PartWriter("labels", tmp_path / "a.parquet", batch_rows=100) as a, \
+            PartWriter("labels", tmp_path / "b.parquet", batch_rows=100) as b:
+        for t, r in mixed:
+            if t == "labels":
+                b.add_columns(r.columns) if type(r) is RowBlock else b.add(r)
+        a.extend(r for t, r in plain if t == "labels")
+    assert read_table(tmp_path / "a.parquet").equals(read_table(tmp_path / "b.parquet"))
+
+
+def test_add_columns_refuses_ragged_or_wrong_columns(tmp_path: Path) -> None:
+    from storage.parquet_io import PartWriter, SchemaMismatch
+
+    w = PartWriter("labels", tmp_path / "x.parquet")
+    with pytest.raises(SchemaMismatch, match="different lengths"):
+        w.add_columns({"qid": ["Q1", "Q1"], "lang": ["en"], "label": ["a", "b"]})
+    with pytest.raises(SchemaMismatch, match="missing columns"):
+        w.add_columns({"qid": ["Q1"], "label": ["a"]})
+    assert w.rows == 0 and not w._buf
+    w.abort()
+
+
 def test_snak_values_and_somevalue(data_root: Path, parsed) -> None:
     claims = [c for t in parsed.values() for c in t["claims"]]
     indep = collections.Counter()
