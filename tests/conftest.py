@@ -69,3 +69,43 @@ def kb_home(sample_kb: str, session_home: Path, monkeypatch: pytest.MonkeyPatch)
     """LINKEDQA_HOME pointed at the session warehouse holding the sample KB; returns the KB version."""
     monkeypatch.setenv("LINKEDQA_HOME", str(session_home))
     return sample_kb
+
+
+# ---------------------------------------------------------------- no server may outlive the session
+_SESSION_START = __import__("time").time()
+
+
+def _orphaned_servers() -> list:
+    """Prefect/uvicorn or Oxigraph processes of this checkout's venv, started during this session, whose parent
+    died (re-parented to init or a subreaper): servers a test started and did not stop."""
+    import sys
+
+    import psutil
+
+    venv = str(Path(sys.executable).parent.parent)
+    out = []
+    for p in psutil.process_iter(["pid", "ppid", "cmdline", "create_time"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if p.info["create_time"] < _SESSION_START - 2 or p.pid == os.getpid():  # create_time is coarse
+            continue
+        if venv in cmd and ("uvicorn" in cmd or "oxigraph" in cmd):
+            try:
+                parent = psutil.Process(p.info["ppid"])
+                if parent.pid == 1 or venv not in " ".join(parent.cmdline()):
+                    out.append(p)
+            except psutil.Error:
+                out.append(p)
+    return out
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session when a test left a server running (killing it, so CI machines stay clean)."""
+    leaked = _orphaned_servers()
+    if not leaked:
+        return
+    lines = [f"  pid {p.pid}: {' '.join(p.info['cmdline'] or [])[:160]}" for p in leaked]
+    for p in leaked:
+        with __import__("contextlib").suppress(Exception):
+            p.kill()
+    print("\nERROR: servers left running by the tests (now killed):\n" + "\n".join(lines))
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -6,6 +6,7 @@ question lost or duplicated, finished shards untouched, and cached LLM calls rep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -102,7 +103,10 @@ def test_sigkill_mid_shard_then_resume(run_env, embedded_llm, prefect_harness, t
     env.pop("PREFECT_API_URL")
     cmd = [sys.executable, "-m", "flows.cli", "run", "ela", "--dataset", "webqsp-el", "--split", "test",
            "--limit", "6", "--shards", "3", "--set", "max_tokens_answer=256"]
-    proc = subprocess.Popen(cmd, cwd=layout.REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # own session: its ephemeral Prefect server (a uvicorn child) is killed with it below, by process group;
+    # a SIGKILL of the CLI alone would orphan that server (it outlived CI runs before)
+    proc = subprocess.Popen(cmd, cwd=layout.REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     try:
         from tasks.runs.execute import plan_run
 
@@ -115,11 +119,13 @@ def test_sigkill_mid_shard_then_resume(run_env, embedded_llm, prefect_harness, t
             time.sleep(0.5)
         assert part_files(preds_dir), "first shard never finished"
         time.sleep(3)  # let it get into the second shard's generation
-        proc.send_signal(signal.SIGKILL)
+        proc.send_signal(signal.SIGKILL)  # the CLI process only, as the OOM killer would
         proc.wait(timeout=30)
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # then whatever it left behind (its ephemeral Prefect server)
         if proc.poll() is None:
-            proc.kill()
+            proc.wait(timeout=30)
     first = part_files(preds_dir)
     assert 1 <= len(first) < 3 and read_manifest(layout.run_dir(plan.run_id)) is None
     before = {p.name: p.read_bytes() for p in first}
