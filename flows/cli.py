@@ -59,6 +59,9 @@ def _parse_sets(pairs: list[str]) -> dict[str, str]:
 def cmd_kb_build(a: argparse.Namespace) -> int:
     """``linkedqa kb build``."""
     from flows.build_kb import build_kb
+    from flows.prefect_server import bind_ephemeral_server
+
+    bind_ephemeral_server()  # a SIGKILLed build must not leave Prefect's temporary server behind
     from storage import layout
     from tasks.kb.plan import explicit_inputs, make_plan, sample_inputs
 
@@ -280,6 +283,9 @@ def cmd_run(a: argparse.Namespace) -> int:
     validate_run(cfg)
     if a.workers < 1:
         raise ValueError("--workers must be >= 1")
+    from flows.prefect_server import bind_ephemeral_server
+
+    bind_ephemeral_server()  # a SIGKILLed run must not leave Prefect's temporary server behind
     try:
         run_id = run_method_on(cfg, a.runner, a.workers, a.dask_address)
     finally:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import psutil
 import pytest
 
 from storage import layout
@@ -103,8 +104,7 @@ def test_sigkill_mid_shard_then_resume(run_env, embedded_llm, prefect_harness, t
     env.pop("PREFECT_API_URL")
     cmd = [sys.executable, "-m", "flows.cli", "run", "ela", "--dataset", "webqsp-el", "--split", "test",
            "--limit", "6", "--shards", "3", "--set", "max_tokens_answer=256"]
-    # own session: its ephemeral Prefect server (a uvicorn child) is killed with it below, by process group;
-    # a SIGKILL of the CLI alone would orphan that server (it outlived CI runs before)
+    # own session, so that the safety net below can kill the whole group whatever the assertions say
     proc = subprocess.Popen(cmd, cwd=layout.REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
@@ -119,11 +119,17 @@ def test_sigkill_mid_shard_then_resume(run_env, embedded_llm, prefect_harness, t
             time.sleep(0.5)
         assert part_files(preds_dir), "first shard never finished"
         time.sleep(3)  # let it get into the second shard's generation
+        servers = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                   if "uvicorn" in " ".join(c.cmdline())]
+        assert len(servers) == 1, "the CLI's ephemeral Prefect server"
         proc.send_signal(signal.SIGKILL)  # the CLI process only, as the OOM killer would
         proc.wait(timeout=30)
+        # the server dies with the CLI (parent-death signal set by flows.prefect_server), not orphaned
+        gone, alive = psutil.wait_procs(servers, timeout=15)
+        assert not alive, f"ephemeral Prefect server outlived its SIGKILLed CLI: {alive}"
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # then whatever it left behind (its ephemeral Prefect server)
+            os.killpg(proc.pid, signal.SIGKILL)  # safety net: nothing of this run may outlive the test
         if proc.poll() is None:
             proc.wait(timeout=30)
     first = part_files(preds_dir)
