@@ -165,7 +165,7 @@ class PartWriter:
         if len({len(c) for c in cols}) > 1:
             lengths = {name: len(c) for name, c in zip(self._names, cols, strict=True)}
             raise SchemaMismatch(f"{self.table}: columns of different lengths {lengths}")
-        self._buf.extend(zip(*cols))
+        self._buf.extend(zip(*cols, strict=True))  # lengths checked above
         if len(self._buf) >= self.batch_rows:
             self.flush()
 
