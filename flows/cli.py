@@ -45,6 +45,22 @@ def setup_env(verbose: bool = False) -> None:
     configure_runtime_env(home)
 
 
+def _positive(kind: type, zero: bool = False):
+    """An argparse ``type=`` parser: a number > 0 (or >= 0 with ``zero``), else a one-line usage error."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"must be {'>= 0' if zero else '> 0'}, got {text}")
+        return value
+
+    return parse
+
+
 def _parse_sets(pairs: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for p in pairs or []:
@@ -459,9 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", default="vllm", choices=["vllm", "openai"])
     r.add_argument("--model", default="embedded", help="'embedded', an HF model id, or a model directory")
     r.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --backend openai")
-    r.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    r.add_argument("--timeout", type=_positive(float), default=None, metavar="SECONDS",
                    help="--backend openai: wall-clock limit of one HTTP attempt (default 120)")
-    r.add_argument("--retries", type=int, default=None, metavar="N",
+    r.add_argument("--retries", type=_positive(int, zero=True), default=None, metavar="N",
                    help="--backend openai: retries after a timeout, connection error, 429 or 5xx (default 4)")
     r.add_argument("--api-key-block", default=None, metavar="NAME",
                    help="--backend openai: Prefect Secret block holding the API key, read where shards run when "

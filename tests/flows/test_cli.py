@@ -64,6 +64,18 @@ def test_bad_usage_is_one_readable_line(tmp_path: Path, args, code, needle):
     assert lines[1].startswith("hint: ") and len(lines) == 2
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "needle"),
+    [("--timeout", "0", "must be > 0, got 0"), ("--timeout", "soon", "expected a number, got 'soon'"),
+     ("--retries", "-1", "must be >= 0, got -1"), ("--retries", "2.5", "expected an integer, got '2.5'")],
+)
+def test_bad_timeout_or_retries_is_an_argparse_usage_error(capsys, flag, value, needle):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["run", "closed-book", "--dataset", "popqa", flag, value])
+    assert exc.value.code == 2
+    assert needle in capsys.readouterr().err.strip().splitlines()[-1]
+
+
 def test_data_import_reports_bad_lines(tmp_path: Path, data_root: Path):
     real = json.loads((data_root / "webqsp-el/webqsp.test.entities.with_classes.json").read_text())[:3]
     lines = [json.dumps({"id": r["question_id"], "question": r["utterance"], "gold_entities": [r["main_entity"]]})
