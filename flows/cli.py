@@ -76,10 +76,10 @@ def cmd_kb_build(a: argparse.Namespace) -> int:
     """``linkedqa kb build``."""
     from flows.build_kb import build_kb
     from flows.prefect_server import bind_ephemeral_server
-
-    bind_ephemeral_server()  # a SIGKILLed build must not leave Prefect's temporary server behind
     from storage import layout
     from tasks.kb.plan import explicit_inputs, make_plan, sample_inputs
+
+    bind_ephemeral_server()  # a SIGKILLed build must not leave Prefect's temporary server behind
 
     if a.sample:
         specs = sample_inputs(layout.data_root(), a.shards)

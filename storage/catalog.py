@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import pyarrow.parquet as pq
 
 from storage import layout
 from storage.manifest import read_manifest
-from storage.parquet_io import part_files
+from storage.parquet_io import part_files, write_table
 from storage.schemas import KB_TABLES, SCHEMAS
 
 SQL_DIR = layout.REPO_ROOT / "sql"
@@ -44,14 +43,7 @@ class _Source:
 def _empty_file(table: str, root: Path) -> Path:
     path = root / "_empty" / f"{table}.parquet"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-        try:
-            pq.write_table(SCHEMAS[table].empty_table(), tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        write_table(SCHEMAS[table].empty_table(), table, path)
     return path
 
 

@@ -146,21 +146,21 @@ class PartWriter:
     def add(self, row: dict[str, Any]) -> None:
         """Buffer one row; flushes a row group when the buffer is full."""
         if row.keys() != self._keys:
-            got = set(row)
-            raise SchemaMismatch(
-                f"{self.table}: missing columns {sorted(self._keys - got)}, extra columns {sorted(got - self._keys)}"
-            )
+            raise self._mismatch(row)
         self._buf.append(self._get(row))
         if len(self._buf) >= self.batch_rows:
             self.flush()
 
+    def _mismatch(self, names: Iterable[str]) -> SchemaMismatch:
+        got = set(names)
+        return SchemaMismatch(
+            f"{self.table}: missing columns {sorted(self._keys - got)}, extra columns {sorted(got - self._keys)}"
+        )
+
     def add_columns(self, columns: Mapping[str, Sequence[Any]]) -> None:
         """Buffer many rows given as equal-length columns with exactly the schema's names (bulk ``add``)."""
         if columns.keys() != self._keys:
-            got = set(columns)
-            raise SchemaMismatch(
-                f"{self.table}: missing columns {sorted(self._keys - got)}, extra columns {sorted(got - self._keys)}"
-            )
+            raise self._mismatch(columns)
         cols = [columns[name] for name in self._names]
         if len({len(c) for c in cols}) > 1:
             lengths = {name: len(c) for name, c in zip(self._names, cols, strict=True)}
@@ -221,11 +221,10 @@ class PartWriter:
         Closing errors are ignored: the file is thrown away, and the error that caused the abort (a full disk,
         say) is the one worth reporting.
         """
-        for close in (self._writer.close if self._writer is not None else None,
-                      self._fh.close if self._fh is not None else None):
-            if close is not None:
+        for handle in (self._writer, self._fh):
+            if handle is not None:
                 with contextlib.suppress(Exception):
-                    close()
+                    handle.close()
         self._writer = self._fh = None
         self._tmp.unlink(missing_ok=True)
 

@@ -37,6 +37,8 @@ from typing import Any
 import requests
 import urllib3
 
+from storage.manifest import write_json_atomic
+
 __all__ = [
     "ChecksumMismatch",
     "DownloadError",
@@ -47,7 +49,6 @@ __all__ = [
     "get_text",
     "meta_path",
     "part_path",
-    "write_json_atomic",
 ]
 
 USER_AGENT = "linkedqa-fetch/1 (https://github.com/; research benchmark downloader)"
@@ -213,13 +214,6 @@ def _rehash(path: Path, hashers: dict[str, Any], chunk: int) -> int:
                 h.update(block)
             n += len(block)
     return n
-
-
-def write_json_atomic(path: Path, obj: dict[str, Any]) -> None:
-    """Write ``obj`` as indented JSON to ``path`` through a temp file and an atomic rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 def _present(dest: Path, expected: dict[str, str], chunk: int) -> dict[str, str] | None:

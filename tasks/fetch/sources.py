@@ -39,6 +39,7 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+from storage.manifest import write_json_atomic
 from tasks.fetch.http import (
     ChecksumMismatch,
     DownloadError,
@@ -47,7 +48,6 @@ from tasks.fetch.http import (
     file_digest,
     get_text,
     meta_path,
-    write_json_atomic,
 )
 
 __all__ = [
