@@ -1,40 +1,57 @@
-"""Notebook reports execute headless (nbclient) against the catalog and write non-empty PNGs."""
+"""Notebook reports execute headless (nbconvert) against the catalog, write non-empty PNGs and nbconvert HTML."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
-import jupytext
-from nbclient import NotebookClient
+import pytest
+from bs4 import BeautifulSoup
 
+from flows.notebook_report import execute_notebooks
 from storage import layout
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
-
-def test_overview_notebook_executes(kb_home: str, tmp_path: Path, monkeypatch):
+@pytest.fixture()
+def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mpl"))
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jupyter"))
-    nb = jupytext.read(NOTEBOOKS / "overview.py")
-    NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+
+
+def _page(path: Path) -> BeautifulSoup:
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    gen = soup.find("meta", attrs={"name": "generator"})
+    assert gen is not None and gen["content"].startswith("nbconvert "), path
+    assert soup.find("script") is None and soup.find("link") is None, path  # offline, self-contained
+    return soup
+
+
+def _inlined(soup: BeautifulSoup, png: Path) -> bool:
+    return f"data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}" in [
+        i["src"] for i in soup.find_all("img")]
+
+
+def test_overview_notebook_executes(kb_home: str, tmp_path: Path, kernel_env):
+    res = execute_notebooks(("overview",), out_dir=tmp_path / "html", timeout_s=300)
+    assert res == {"overview": tmp_path / "html" / "overview.html"}, res
     png = layout.home() / "reports" / "overview_kb_counts.png"
     assert png.is_file() and png.stat().st_size > 5_000
-    texts = "".join(str(o.get("data", {}).get("text/plain", "")) for c in nb.cells for o in c.get("outputs", []))
+    soup = _page(res["overview"])
+    assert _inlined(soup, png)
+    texts = " ".join(o.get_text(" ") for o in soup.select(".jp-OutputArea-output"))
     assert "'entities'" in texts and "'claims'" in texts
+    assert soup.select(".jp-OutputArea-output table")  # the polars tables as HTML
 
 
-def test_methods_and_errors_notebooks_execute(kb_home: str, tmp_path: Path, monkeypatch):
+def test_methods_and_errors_notebooks_execute(kb_home: str, tmp_path: Path, kernel_env):
     """The paper-table and error notebooks run on whatever runs the session warehouse holds; PNGs are written."""
-    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mpl"))
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jupyter"))
-    for name in ("methods", "errors"):
-        nb = jupytext.read(NOTEBOOKS / f"{name}.py")
-        NotebookClient(nb, kernel_name="python3", timeout=300,
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    res = execute_notebooks(("methods", "errors"), out_dir=tmp_path / "html", timeout_s=300)
+    assert all(isinstance(r, Path) for r in res.values()), res
+    pages = {name: _page(path) for name, path in res.items()}
     for png in ("methods_main_metric", "methods_tokens_vs_quality", "methods_recall_curves", "errors_per_run"):
         path = layout.home() / "reports" / f"{png}.png"
         assert path.is_file() and path.stat().st_size > 5_000, png
-    texts = "".join(str(o.get("text", "")) for c in nb.cells for o in c.get("outputs", []))
+        assert _inlined(pages[png.split("_")[0]], path), png
+    texts = " ".join(o.get_text(" ") for o in pages["errors"].select(".jp-OutputArea-output"))
     assert "predictions in" in texts
