@@ -1,0 +1,316 @@
+"""The README sections generated from the code, and the facts about the code the README must agree with.
+
+``python -m tests.readme_sections --write`` rewrites every marked section of README.md in place
+(``<!-- NAME:begin -->`` ... ``<!-- NAME:end -->``); without ``--write`` it prints a diff and exits 1 when a
+section is stale. ``tests/unit/test_readme.py`` runs the same comparison plus the checks that are not
+generated (index folders, make targets, command lines). Everything here reads the code as it is when called
+(the method registry, ``flows.cli.build_parser()``, the source of ``tasks``/``storage``/``flows``): no engine,
+no Prefect, no data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import re
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+WRITE_HINT = "python -m tests.readme_sections --write"
+WIDTH = 116
+
+
+# ------------------------------------------------------------------------------------------------- markers
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def section(text: str, name: str) -> str:
+    """The text between a section's markers (without them).
+
+    Raises:
+        ValueError: When the markers are missing, repeated or out of order.
+    """
+    begin, end = _markers(name)
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise ValueError(f"README.md needs exactly one {begin} ... {end} pair")
+    return text[text.index(begin) + len(begin):text.index(end)]
+
+
+def replace_section(text: str, name: str, body: str) -> str:
+    """``text`` with the section ``name`` replaced by ``body`` (framed by newlines)."""
+    begin, _ = _markers(name)
+    old = section(text, name)
+    start = text.index(begin) + len(begin)
+    return text[:start] + "\n" + body.strip("\n") + "\n" + text[start + len(old):]
+
+
+# ------------------------------------------------------------------------------------------------- methods
+def _md(text: str) -> str:
+    """Plain text safe inside a Markdown table cell (``|`` and HTML-looking ``<tag>`` escaped)."""
+    return text.replace("|", r"\|").replace("<", r"\<")
+
+
+def methods_table() -> str:
+    """Every registered method: task kinds and metric family, LLM/KB needs, description (from the classes)."""
+    from tasks.agents.registry import METHODS
+
+    rows = ["| method | dataset task → metric family | LLM | KB | what it does |", "|---|---|---|---|---|"]
+    for name, cls in METHODS.items():
+        tasks = list(cls.tasks) if cls.tasks is not None else None
+        if tasks is None:
+            fam = cls.metric_family or "follows the dataset's task"
+            kinds = f"any → {fam}"
+            kb = "yes" if cls.needs_kb else "no"
+        else:
+            fams = {t: cls.family_for(t) for t in tasks}
+            if len(set(fams.values())) == 1:
+                kinds = ", ".join(f"`{t}`" for t in tasks) + f" → {fams[tasks[0]]}"
+            else:
+                kinds = ", ".join(f"`{t}` → {f}" for t, f in fams.items())
+            need = [t for t in tasks if cls.needs_kb_for(t)]
+            kb = "yes" if need == tasks else "no" if not need else "for " + ", ".join(f"`{t}`" for t in need)
+        rows.append(f"| `{name}` | {kinds} | {'yes' if cls.needs_llm else 'no'} | {kb} | {_md(cls.description)} |")
+    head = (f"All {len(METHODS)} methods of the registry (`tasks/agents/registry.py`) run end to end: "
+            "`linkedqa run METHOD --dataset NAME` (a dataset of another task kind is refused before anything "
+            "starts). Prompts, `--set` keys and metrics of each: [Methods](#methods).")
+    return head + "\n\n" + "\n".join(rows)
+
+
+def method_settings() -> dict[str, dict[str, object]]:
+    """``{method: {--set key: default}}`` from each method's settings model."""
+    from tasks.agents.registry import METHODS
+
+    return {name: {k: f.default for k, f in cls.Settings.model_fields.items()} for name, cls in METHODS.items()}
+
+
+# ------------------------------------------------------------------------------------------------- CLI
+_FMT = argparse.HelpFormatter("linkedqa")
+
+
+def _args_text(action: argparse.Action) -> str:
+    """Metavar text of an action as argparse prints it (``F``, ``[F ...]``, ``{vllm,openai}``)."""
+    if action.nargs == 0:
+        return ""
+    default = action.dest if not action.option_strings else action.dest.upper()
+    return _FMT._format_args(action, default)
+
+
+def _usage_item(action: argparse.Action) -> str:
+    if not action.option_strings:
+        return _args_text(action).upper() if action.metavar is None else _args_text(action)
+    text = (action.option_strings[-1] + " " + _args_text(action)).strip()
+    return text if action.required else f"[{text}]"
+
+
+def _option_line(action: argparse.Action) -> tuple[str, str]:
+    if action.option_strings:
+        inv = (", ".join(action.option_strings) + " " + _args_text(action)).strip()
+    else:
+        inv = _usage_item(action)
+    notes = []
+    if action.required and action.option_strings:
+        notes.append("required")
+    default = action.default
+    if (action.option_strings and action.nargs != 0 and default not in (None, [], argparse.SUPPRESS)
+            and "default" not in (action.help or "")):
+        notes.append(f"default {default}")
+    text = action.help or ""
+    if notes:
+        text = (text + " " if text else "") + f"({', '.join(notes)})"
+    return inv, text
+
+
+def _wrap(first: str, rest_indent: int, words: list[str]) -> list[str]:
+    lines, cur = [], first
+    for w in words:
+        if len(cur) + 1 + len(w) > WIDTH and cur.strip():
+            lines.append(cur)
+            cur = " " * rest_indent + w
+        else:
+            cur = f"{cur} {w}" if cur.strip() and not cur.endswith(" ") else cur + w
+    lines.append(cur)
+    return lines
+
+
+Leaf = tuple[list[str], str, argparse.ArgumentParser]
+
+
+def _leaves(parser: argparse.ArgumentParser, path: list[str], summary: str) -> list[Leaf]:
+    """``(words, summary, parser)`` of every runnable command under ``parser`` (the root too; groups not)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    out: list[Leaf] = [(path, summary, parser)] if not path or not subs else []
+    for action in subs:
+        summaries = {c.dest: c.help or "" for c in action._choices_actions}
+        for name, sub in action.choices.items():
+            out += _leaves(sub, [*path, name], summaries.get(name, ""))
+    return out
+
+
+def command_paths() -> set[tuple[str, ...]]:
+    """Every runnable ``linkedqa`` command as a tuple of words, e.g. ``("kb", "build")``, ``("run",)``."""
+    from flows.cli import build_parser
+
+    return {tuple(path) for path, _, _ in _leaves(build_parser(), [], "") if path}
+
+
+def cli_reference() -> str:
+    """Usage line, summary and options of every ``linkedqa`` command, from ``flows.cli.build_parser()``."""
+    from flows.cli import build_parser
+
+    parser = build_parser()
+    blocks = []
+    for path, summary, sub in _leaves(parser, [], ""):
+        actions = [a for a in sub._actions
+                   if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)]
+        prog = " ".join(["linkedqa", *path]) if path else "linkedqa"
+        if not path:
+            usage = [f"{prog} [-v] COMMAND ...", "# " + (parser.description or "")]
+            opts = [_option_line(a) for a in actions]
+        else:
+            usage = _wrap(prog, len(prog) + 1, [_usage_item(a) for a in actions])
+            usage += ["    # " + line for line in textwrap.wrap(summary, WIDTH - 6)] if summary else []
+            opts = [_option_line(a) for a in actions]
+        opts = [(inv, text) for (inv, text), a in zip(opts, actions, strict=True) if a.option_strings or text]
+        col = min(max((len(i) for i, _ in opts), default=0), 34)
+        lines = list(usage)
+        for inv, text in opts:
+            if len(inv) > col:
+                lines.append(f"    {inv}")
+                inv = ""
+            lines += _wrap(f"    {inv:<{col}}  ", 4 + col + 2, text.split()) if text else [f"    {inv}"]
+        blocks.append("\n".join(line.rstrip() for line in lines))
+    return "```text\n" + "\n\n".join(blocks) + "\n```"
+
+
+# ------------------------------------------------------------------------------------------------- index folders
+def _module_constants(path: Path) -> tuple[dict[str, object], dict[str, str]]:
+    """Module-level ``NAME = <constant>`` assignments and every ``from M import NAME`` of a source file."""
+    consts: dict[str, object] = {}
+    imports: dict[str, str] = {}
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    consts[t.id] = node.value.value
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                imports[a.asname or a.name] = node.module
+    return consts, imports
+
+
+def _static_str(node: ast.AST, path: Path) -> str:
+    """Best static reading of a string expression; what depends on run-time values becomes ``*``."""
+    consts, imports = _module_constants(path)
+
+    def name_value(name: str) -> str:
+        if name in consts:
+            return str(consts[name])
+        if name in imports:
+            mod = ROOT / (imports[name].replace(".", "/") + ".py")
+            if mod.is_file():
+                other, _ = _module_constants(mod)
+                if name in other:
+                    return str(other[name])
+        return "*"
+
+    def ev(n: ast.AST) -> str:
+        if isinstance(n, ast.Constant):
+            return str(n.value)
+        if isinstance(n, ast.JoinedStr):
+            return "".join(ev(v) for v in n.values)
+        if isinstance(n, ast.FormattedValue):
+            return ev(n.value)
+        if isinstance(n, ast.Name):
+            return name_value(n.id)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
+            return ev(n.left) + ev(n.right)
+        return "*"
+
+    return re.sub(r"\*+", "*", ev(node))
+
+
+def index_folder_patterns() -> dict[str, list[str]]:
+    """Folder names under ``indexes/<kb_version>/`` that the code builds paths to, as glob patterns.
+
+    Found by reading every ``index_dir(kb_version, NAME, ...)`` call in ``tasks``, ``storage`` and ``flows``
+    (constants and f-strings resolved, run-time parts as ``*``). Returns ``{pattern: [file:line, ...]}``.
+    """
+    found: dict[str, list[str]] = {}
+    for pkg in ("tasks", "storage", "flows"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.Call):
+                    continue
+                fn = node.func
+                fname = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+                if fname != "index_dir":
+                    continue
+                arg = node.args[1] if len(node.args) > 1 else next(
+                    (k.value for k in node.keywords if k.arg == "index_name"), None)
+                if arg is None:
+                    continue
+                pattern = _static_str(arg, path)
+                found.setdefault(pattern, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+# ------------------------------------------------------------------------------------------------- Makefile
+def make_targets() -> set[str]:
+    """Targets defined in the Makefile (rules, not variable assignments)."""
+    targets = set()
+    for line in (ROOT / "Makefile").read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+(?:\s+[A-Za-z0-9_.-]+)*)\s*:(?!=)", line)
+        if m and not line.startswith("\t"):
+            targets |= {t for t in m.group(1).split() if not t.startswith(".")}
+    return targets
+
+
+# ------------------------------------------------------------------------------------------------- driver
+SECTIONS: dict[str, Callable[[], str]] = {"methods": methods_table, "cli": cli_reference}
+
+
+def render(text: str) -> str:
+    """README text with every generated section brought up to date."""
+    for name, fn in SECTIONS.items():
+        text = replace_section(text, name, fn())
+    return text
+
+
+def stale_diff(text: str) -> str:
+    """Unified diff between the README's marked sections and what the code generates ('' when current)."""
+    new = render(text)
+    if new == text:
+        return ""
+    return "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), "README.md",
+                                        "README.md (generated)", n=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``--write``: update README.md in place; otherwise print the diff of stale sections (exit 1 if any)."""
+    ap = argparse.ArgumentParser(prog="python -m tests.readme_sections", description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="rewrite the marked sections of README.md in place")
+    args = ap.parse_args(argv)
+    text = README.read_text()
+    if args.write:
+        new = render(text)
+        if new != text:
+            README.write_text(new)
+        print(f"README.md: {', '.join(SECTIONS)} sections {'updated' if new != text else 'already current'}")
+        return 0
+    diff = stale_diff(text)
+    if diff:
+        print(diff + f"\nstale README sections; run: {WRITE_HINT}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
