@@ -53,13 +53,17 @@ report: $(STAMP)
 # A local Prefect server in the background, then the deployments of prefect.yaml served in the foreground by
 # flows/serve.py. The server runs in its own session so Ctrl-C reaches only the serve process, which pauses the
 # schedules through the still-running server; the EXIT trap then stops the server by its pid.
-# Server state: $$PREFECT_HOME (default LINKEDQA_HOME/.prefect).
+# Server state: $$PREFECT_HOME (default LINKEDQA_HOME/.prefect). `--port` alone moves only the listener: the UI asks
+# /ui-settings for its API URL, which the server derives from PREFECT_UI_API_URL, else PREFECT_API_URL, else
+# PREFECT_SERVER_API_HOST/PORT (4200), so the server gets PREFECT_UI_API_URL (and PREFECT_UI_URL, for the links it
+# renders) on PREFECT_PORT; exported values win (e.g. behind a reverse proxy).
 serve: $(STAMP)
 	@set -eu; \
 	export PREFECT_HOME="$${PREFECT_HOME:-$(LINKEDQA_HOME)/.prefect}" PREFECT_SERVER_ANALYTICS_ENABLED=false; \
 	mkdir -p "$$PREFECT_HOME"; log="$$PREFECT_HOME/server-$(PREFECT_PORT).log"; \
 	url=http://127.0.0.1:$(PREFECT_PORT); \
-	env -u PREFECT_API_URL setsid $(BIN)/prefect server start --host 127.0.0.1 --port $(PREFECT_PORT) >"$$log" 2>&1 & \
+	env -u PREFECT_API_URL PREFECT_UI_API_URL="$${PREFECT_UI_API_URL:-$$url/api}" PREFECT_UI_URL="$${PREFECT_UI_URL:-$$url}" \
+	  setsid $(BIN)/prefect server start --host 127.0.0.1 --port $(PREFECT_PORT) >"$$log" 2>&1 & \
 	server=$$!; \
 	trap 'kill $$server 2>/dev/null || true; wait $$server 2>/dev/null || true; echo "prefect server (pid $$server) stopped"' EXIT; \
 	trap 'exit 130' INT TERM; \
