@@ -17,6 +17,7 @@ from tasks.dumps.base import Shard
 from tasks.kb.merge import merge_and_publish
 from tasks.kb.plan import BuildPlan, InputSpec
 from tasks.kb.stage import stage_shard
+from tasks.progress import resolve_mode, worker_init
 
 _POOL: cf.ProcessPoolExecutor | None = None
 
@@ -24,7 +25,8 @@ _POOL: cf.ProcessPoolExecutor | None = None
 def _pool(workers: int) -> cf.ProcessPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        _POOL = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                       initializer=worker_init, initargs=(resolve_mode(),))
     return _POOL
 
 

@@ -25,12 +25,16 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tasks.llm.types import ChatRequest, Completion, LLMBackend
+from tasks.progress import llm_batch_progress
+
+log = logging.getLogger(__name__)
 
 MAX_TOOL_RESULT_CHARS = 4000
 
@@ -89,6 +93,37 @@ class RuntimeStats:
         return max(0.0, self.wall_seconds - self.llm_seconds)
 
 
+@dataclass(frozen=True)
+class RunProgress:
+    """What ``run_agents`` passes to its ``on_progress`` callback (after every step and within LLM batches).
+
+    Attributes:
+        step: Current step (0 before the first one).
+        done_items: Items finished (result or error).
+        total_items: Items of the call.
+        active_items: Items still running.
+        completion_tokens: Completion tokens generated so far (cache hits excluded), including the running
+            batch's finished requests when the backend reports them.
+        llm_seconds: Time spent inside ``backend.generate`` so far, including the running call.
+        batch_done: Requests of the running step already answered (0 outside a ``generate`` call).
+        batch_total: Requests of the running step (0 outside a ``generate`` call).
+    """
+
+    step: int
+    done_items: int
+    total_items: int
+    active_items: int
+    completion_tokens: int = 0
+    llm_seconds: float = 0.0
+    batch_done: int = 0
+    batch_total: int = 0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens per second of LLM time (0 before any)."""
+        return self.completion_tokens / self.llm_seconds if self.llm_seconds > 0 else 0.0
+
+
 AgentFn = Callable[[dict, ItemContext], Generator[Any, Any, dict]]
 Tool = Callable[[list[Any]], list[Any]]
 
@@ -116,6 +151,7 @@ def run_agents(
     id_key: str = "question_id",
     max_steps: int = 50,
     on_step: Callable[[int, int], None] | None = None,
+    on_progress: Callable[[RunProgress], None] | None = None,
 ) -> tuple[list[dict], RuntimeStats]:
     """Run ``agent`` over all ``items`` with batched LLM and tool calls.
 
@@ -127,6 +163,10 @@ def run_agents(
         id_key: Field of an item holding its id.
         max_steps: Safety bound on steps per item (an item still active after it gets an error).
         on_step: Callback ``(step, n_active)`` for progress output.
+        on_progress: Callback receiving a :class:`RunProgress` after every step and, while a step's
+            ``generate`` call runs, whenever the backend reports a finished request (vLLM with
+            ``use_tqdm=tasks.progress.vllm_tqdm``; see :func:`tasks.progress.llm_batch_progress`). An exception
+            in it is logged and ignored (progress never fails a run).
 
     Returns:
         One output per item, in input order: the agent's result dict plus ``question_id``, ``trajectory``
@@ -155,9 +195,22 @@ def run_agents(
             gens.pop(i, None)
             pending.pop(i, None)
 
+    fresh_tokens = 0  # completion tokens generated (not cached) so far
+
+    def report(step: int, batch_done: int = 0, batch_total: int = 0, batch_tokens: int = 0,
+               batch_s: float = 0.0) -> None:
+        if on_progress is None:
+            return
+        try:
+            on_progress(RunProgress(step, n - len(gens), n, len(gens), fresh_tokens + batch_tokens,
+                                    stats.llm_seconds + batch_s, batch_done, batch_total))
+        except Exception as exc:  # noqa: BLE001 - progress output must never fail a run
+            log.debug("on_progress failed: %s: %s", type(exc).__name__, exc)
+
     for i, it in enumerate(items):
         gens[i] = agent(it, ctxs[i])
         advance(i, None, first=True)
+    report(0)
 
     step = 0
     while pending:
@@ -198,8 +251,20 @@ def run_agents(
             if backend is None:
                 raise RuntimeError("agent asked for an LLM call but the method runs without a backend")
             t0 = time.perf_counter()
+            n_req = len(requests)
+
+            def in_batch(done: int, total: int, tokens: int, elapsed: float, _step: int = step,
+                         _n: int = n_req) -> None:
+                # requests the engine never saw (cache hits, pre-check errors) count as answered
+                report(_step, min(_n, max(0, _n - total) + done), _n, tokens, elapsed)
+
+            report(step, 0, n_req)
             try:
-                completions = backend.generate(requests)
+                if on_progress is not None:
+                    with llm_batch_progress(in_batch):
+                        completions = backend.generate(requests)
+                else:
+                    completions = backend.generate(requests)
             except Exception as exc:  # noqa: BLE001 - a crashing backend fails the items, not the run
                 msg = f"backend error: {type(exc).__name__}: {exc}"
                 completions = [Completion(error=msg) for _ in requests]
@@ -217,6 +282,8 @@ def run_agents(
                 c.completion_tokens += comp.completion_tokens
                 c.latency_s += comp.latency_s
                 c.cached_calls += int(comp.cached)
+                if not comp.cached:
+                    fresh_tokens += comp.completion_tokens
                 c.trajectory.append(
                     {"kind": "llm", "step": step, "prompt_hash": req.prompt_hash(), "raw_output": comp.text,
                      "prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens,
@@ -249,7 +316,9 @@ def run_agents(
         for i, value in replies.items():
             if i in gens:
                 advance(i, value)
+        report(step)
 
+    report(step)  # the final count (also after a step-limit stop)
     stats.wall_seconds = time.perf_counter() - t_start
     out: list[dict] = []
     for i, it in enumerate(items):

@@ -75,8 +75,92 @@ class Shard:
     by_lines: bool = False
 
 
+_COUNTED_BUFFER = 64 << 10  # bytes per buffer fill (= per counter update) of a counted file
+
+
+class _CountingRaw(io.RawIOBase):
+    """A raw file that adds every byte it reads from disk to a :class:`tasks.progress.ByteCounter`.
+
+    Sits under the ``BufferedReader`` (and decompressor), so it runs once per buffer fill, never per line.
+    """
+
+    def __init__(self, path: Path, counter: Any):
+        self._raw = io.FileIO(path, "rb")
+        self._counter = counter
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return self._raw.seekable()
+
+    def readinto(self, b: Any) -> int | None:
+        n = self._raw.readinto(b)
+        if n:
+            self._counter.bytes += n
+        return n
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        return self._raw.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _OwningGzip(gzip.GzipFile):
+    def __init__(self, fh: io.BufferedReader):
+        super().__init__(fileobj=fh, mode="rb")
+        self._owned = fh
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._owned.close()
+
+
+class _OwningBZ2(bz2.BZ2File):
+    def __init__(self, fh: io.BufferedReader):
+        super().__init__(fh, "rb")
+        self._owned = fh
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._owned.close()
+
+
+class _OwningLZMA(lzma.LZMAFile):
+    def __init__(self, fh: io.BufferedReader):
+        super().__init__(fh, "rb")
+        self._owned = fh
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._owned.close()
+
+
 def open_text_stream(path: Path) -> io.BufferedIOBase:
-    """Open plain, .gz, .bz2 or .xz files as a binary stream of the decompressed bytes."""
+    """Open plain, .gz, .bz2 or .xz files as a binary stream of the decompressed bytes.
+
+    While :func:`tasks.progress.count_reads` is active in the calling thread, the bytes read from disk
+    (compressed bytes for compressed files) are added to its counter (once per 64 KiB buffer fill).
+    """
+    from tasks.progress import active_byte_counter
+
+    counter = active_byte_counter()
+    if counter is not None:
+        return _open_counted(Path(path), counter)
     name = path.name.lower()
     if name.endswith(".gz"):
         return gzip.open(path, "rb")
@@ -85,6 +169,22 @@ def open_text_stream(path: Path) -> io.BufferedIOBase:
     if name.endswith(".xz"):
         return lzma.open(path, "rb")
     return open(path, "rb")
+
+
+def _open_counted(path: Path, counter: Any) -> io.BufferedIOBase:
+    fh = io.BufferedReader(_CountingRaw(path, counter), buffer_size=_COUNTED_BUFFER)
+    name = path.name.lower()
+    try:
+        if name.endswith(".gz"):
+            return _OwningGzip(fh)
+        if name.endswith(".bz2"):
+            return _OwningBZ2(fh)
+        if name.endswith(".xz"):
+            return _OwningLZMA(fh)
+    except BaseException:
+        fh.close()
+        raise
+    return fh
 
 
 def is_compressed(path: Path) -> bool:

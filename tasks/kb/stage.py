@@ -19,8 +19,27 @@ from storage.manifest import read_json, write_json_atomic
 from storage.parquet_io import PartWriter
 from tasks.dumps.base import RowBlock, Shard, TableRow
 from tasks.kb.plan import InputSpec
+from tasks.progress import Progress, count_reads
+from tasks.progress import progress as reporter
 
 DONE = "_done.json"
+#: Rows between two progress reports of a staging shard (the hot loop only compares a counter).
+REPORT_ROWS = 10_000
+
+
+def shard_bytes(spec: InputSpec, shard: Shard) -> int | None:
+    """Bytes a shard reads from disk: its byte range, or the whole (compressed) file; ``None`` for folders."""
+    path = Path(spec.path)
+    if not path.is_file():
+        return None
+    size = path.stat().st_size
+    if shard.by_lines:
+        return size  # compressed: every line shard decompresses from the start (an upper bound)
+    return max(0, (size if shard.end is None else min(shard.end, size)) - shard.start) or None
+
+
+def _report(bar: Progress, nbytes: int, rows: int, entities: int) -> None:
+    bar.set(min(nbytes, bar.total) if bar.total else nbytes, rows=rows, entities=entities)
 
 
 def _reader(spec: InputSpec, shard: Shard) -> Iterator[TableRow]:
@@ -94,6 +113,9 @@ def stage_shard(
         root: Data root (default ``LINKEDQA_HOME``).
         progress: Optional callback receiving the number of records read so far (every 10,000).
 
+    Progress: a :func:`tasks.progress.progress` reporter per shard (bytes read from disk against the shard's
+    size, with ``rows`` and ``entities`` staged), updated every :data:`REPORT_ROWS` rows.
+
     Returns:
         The shard's done record: ``{"rows": {table: n}, "seconds": s, "skipped": bool, "peak_rss_mb": m}``.
 
@@ -107,28 +129,36 @@ def stage_shard(
     t0 = time.perf_counter()
     writers: dict[str, PartWriter] = {}
     adders: dict[str, Callable[[dict], None]] = {}
-    n = 0
-    report_at = 10_000
-    try:
-        for table, row in _reader(spec, shard):
-            add = adders.get(table)
-            if add is None:
-                w = writers[table] = PartWriter(table, out / f"{table}.parquet", batch_rows=20_000)
-                add = adders[table] = w.add
-            if type(row) is RowBlock:
-                writers[table].add_columns(row.columns)
-                n += len(row)
-            else:
-                add(row)
-                n += 1
-            if progress is not None and n >= report_at:
-                progress(n)
-                report_at = (n // 10_000 + 1) * 10_000
-        rows = {t: w.close() for t, w in writers.items()}
-    except BaseException:
-        for w in writers.values():
-            w.abort()
-        raise
+    n = n_ent = 0
+    report_at = REPORT_ROWS
+    desc = f"stage {Path(spec.path).name} [{shard.index + 1}/{shard.count}]"
+    with count_reads() as read, reporter(desc, total=shard_bytes(spec, shard), unit="B") as bar:
+        try:
+            for table, row in _reader(spec, shard):
+                add = adders.get(table)
+                if add is None:
+                    w = writers[table] = PartWriter(table, out / f"{table}.parquet", batch_rows=20_000)
+                    add = adders[table] = w.add
+                if type(row) is RowBlock:
+                    writers[table].add_columns(row.columns)
+                    k = len(row)
+                else:
+                    add(row)
+                    k = 1
+                n += k
+                if table == "entities":
+                    n_ent += k
+                if n >= report_at:  # one check per row; the report itself once per REPORT_ROWS rows
+                    if progress is not None:
+                        progress(n)
+                    _report(bar, read.bytes, n, n_ent)
+                    report_at = (n // REPORT_ROWS + 1) * REPORT_ROWS
+            _report(bar, read.bytes, n, n_ent)
+            rows = {t: w.close() for t, w in writers.items()}
+        except BaseException:
+            for w in writers.values():
+                w.abort()
+            raise
     record = {
         "input": spec.path,
         "kind": spec.kind,

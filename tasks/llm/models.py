@@ -40,8 +40,10 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from storage import layout
+from tasks.progress import phase, progress, track
 
 log = logging.getLogger(__name__)
 
@@ -160,13 +162,15 @@ def assemble_gguf(src: GgufSource, dest: Path) -> str:
     tmp = dest.with_name(dest.name + ".partial")
     h = hashlib.sha256()
     size = 0
-    with open(tmp, "wb") as out:
+    total = src.size or sum(p.stat().st_size for p in src.parts)
+    with open(tmp, "wb") as out, progress(f"{src.slug}: assemble + verify GGUF", total=total, unit="B") as bar:
         for part in src.parts:
             with open(part, "rb") as fh:
                 while chunk := fh.read(_CHUNK):
                     h.update(chunk)
                     out.write(chunk)
                     size += len(chunk)
+                    bar.update(len(chunk))
     digest = h.hexdigest()
     if (src.size is not None and size != src.size) or (src.sha256 is not None and digest != src.sha256):
         tmp.unlink(missing_ok=True)
@@ -179,8 +183,42 @@ def assemble_gguf(src: GgufSource, dest: Path) -> str:
     return digest
 
 
+@contextlib.contextmanager
+def _tensor_progress(label: str) -> Iterator[None]:
+    """Show transformers' per-tensor GGUF dequantisation loop as a :mod:`tasks.progress` bar.
+
+    ``transformers.modeling_gguf_pytorch_utils`` wraps ``reader.tensors`` in its module-level ``tqdm``; for the
+    ``with`` block that name points to :func:`tasks.progress.track` (restored afterwards). Without the module
+    or the name (another transformers version) nothing changes.
+    """
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+    orig = getattr(gguf_utils, "tqdm", None)
+    if orig is None:
+        yield
+        return
+
+    def bar(iterable: Any = None, *args: Any, desc: str | None = None, **kwargs: Any) -> Any:
+        if iterable is None:
+            return orig(*args, desc=desc, **kwargs)
+        what = (desc or "GGUF tensors").rstrip(". ")
+        return track(iterable, f"{label}: {what}", unit="tensor")
+
+    gguf_utils.tqdm = bar
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = orig
+
+
 def convert_gguf(gguf: Path, out_dir: Path) -> dict[str, float]:
     """Convert a GGUF file to HF safetensors (bf16) with transformers.
+
+    Each phase (imports, tokenizer, load + dequantize with a per-tensor bar, save) is reported through
+    :mod:`tasks.progress`.
 
     Args:
         gguf: The GGUF file.
@@ -189,19 +227,23 @@ def convert_gguf(gguf: Path, out_dir: Path) -> dict[str, float]:
     Returns:
         Timings in seconds: ``import_s``, ``load_s`` (load + dequantize), ``save_s``.
     """
+    label = gguf.name.removesuffix(".gguf")
     t0 = time.perf_counter()
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+    with phase(f"{label}: import torch + transformers"):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     t1 = time.perf_counter()
     d, f = str(gguf.parent), gguf.name
-    tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
-    model = AutoModelForCausalLM.from_pretrained(
-        d, gguf_file=f, dtype=torch.bfloat16, quantization_config=GgufConfig(gguf_file=f, dequantize=True)
-    )
+    with phase(f"{label}: load tokenizer + model from GGUF"), _tensor_progress(label):
+        tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
+        model = AutoModelForCausalLM.from_pretrained(
+            d, gguf_file=f, dtype=torch.bfloat16, quantization_config=GgufConfig(gguf_file=f, dequantize=True)
+        )
     t2 = time.perf_counter()
-    model.save_pretrained(out_dir)
-    tok.save_pretrained(out_dir)
+    with phase(f"{label}: save safetensors -> {out_dir.name}"):
+        model.save_pretrained(out_dir)
+        tok.save_pretrained(out_dir)
     cfg = out_dir / "config.json"
     conf = json.loads(cfg.read_text())
     if "quantization_config" in conf:  # vLLM would try to load a GGUF quantisation it does not have
@@ -238,46 +280,52 @@ def prepare_model(
             return final
         for stale in root.glob(f".tmp-{src.slug}-*"):  # leftovers of killed runs (we hold the lock)
             shutil.rmtree(stale, ignore_errors=True)
-        t0 = time.perf_counter()
-        gguf = root / "_gguf" / f"{src.slug}.gguf"
-        digest = assemble_gguf(src, gguf)
-        t_asm = time.perf_counter() - t0
-        tmp = root / f".tmp-{src.slug}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir(parents=True)
-        try:
-            timings = convert_gguf(gguf, tmp)
-        except Exception as e:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise ModelPrepError(f"conversion of {gguf} failed: {type(e).__name__}: {e}") from e
-        import transformers
+        with phase(f"prepare model {src.slug} (once per models folder) -> {final}"):
+            return _prepare_locked(src, root, final, keep_gguf)
 
-        marker = {
-            "slug": src.slug,
-            "gguf_sha256": digest,
-            "gguf_sha256_pinned": src.sha256,
-            "gguf_bytes": gguf.stat().st_size,
-            "sources": [str(p) for p in src.parts],
-            "transformers": transformers.__version__,
-            "dtype": "bfloat16",
-            "timings_s": {
-                "assemble_s": round(t_asm, 3),
-                **timings,
-                "total_s": round(time.perf_counter() - t0, 3),
-            },
-            "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        (tmp / MARKER).write_text(json.dumps(marker, indent=2))  # last file of the folder
-        if final.exists():  # force=True, or an unmarked (incomplete) folder from elsewhere
-            trash = root / f".tmp-{src.slug}-old-{uuid.uuid4().hex[:8]}"
-            os.replace(final, trash)
-            shutil.rmtree(trash, ignore_errors=True)
-        os.replace(tmp, final)
-        if not keep_gguf:
-            gguf.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                gguf.parent.rmdir()  # only when empty
-        log.info("prepared %s in %.1f s -> %s", src.slug, marker["timings_s"]["total_s"], final)
-        return final
+
+def _prepare_locked(src: GgufSource, root: Path, final: Path, keep_gguf: bool) -> Path:
+    """Assemble, convert and publish (the caller holds the lock and removed stale temporary folders)."""
+    t0 = time.perf_counter()
+    gguf = root / "_gguf" / f"{src.slug}.gguf"
+    digest = assemble_gguf(src, gguf)
+    t_asm = time.perf_counter() - t0
+    tmp = root / f".tmp-{src.slug}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True)
+    try:
+        timings = convert_gguf(gguf, tmp)
+    except Exception as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ModelPrepError(f"conversion of {gguf} failed: {type(e).__name__}: {e}") from e
+    import transformers
+
+    marker = {
+        "slug": src.slug,
+        "gguf_sha256": digest,
+        "gguf_sha256_pinned": src.sha256,
+        "gguf_bytes": gguf.stat().st_size,
+        "sources": [str(p) for p in src.parts],
+        "transformers": transformers.__version__,
+        "dtype": "bfloat16",
+        "timings_s": {
+            "assemble_s": round(t_asm, 3),
+            **timings,
+            "total_s": round(time.perf_counter() - t0, 3),
+        },
+        "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (tmp / MARKER).write_text(json.dumps(marker, indent=2))  # last file of the folder
+    if final.exists():  # force=True, or an unmarked (incomplete) folder from elsewhere
+        trash = root / f".tmp-{src.slug}-old-{uuid.uuid4().hex[:8]}"
+        os.replace(final, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    os.replace(tmp, final)
+    if not keep_gguf:
+        gguf.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            gguf.parent.rmdir()  # only when empty
+    log.info("prepared %s in %.1f s -> %s", src.slug, marker["timings_s"]["total_s"], final)
+    return final
 
 
 def prepare_embedded_model(root: Path | None = None, force: bool = False, keep_gguf: bool = False) -> Path:

@@ -13,6 +13,7 @@ from storage import layout
 from tasks.llm.backends import make_backend
 from tasks.llm.cache import ResponseCache
 from tasks.llm.types import EngineConfig, LLMBackend
+from tasks.progress import phase
 
 _BACKENDS: dict[tuple, LLMBackend] = {}
 _LOCK = threading.Lock()
@@ -48,7 +49,12 @@ def get_backend(cfg, root: Path | None = None) -> LLMBackend:
     with _LOCK:
         if key not in _BACKENDS:
             cache = ResponseCache(layout.cache_dir("llm", root) / "responses.sqlite") if cfg.cache else None
-            _BACKENDS[key] = _Serialized(make_backend(cfg.backend, engine, cache=cache))
+            if cfg.backend == "vllm":  # model preparation + engine start: up to minutes on a small CPU
+                with phase(f"start the vLLM engine ({cfg.model})"):
+                    inner = make_backend(cfg.backend, engine, cache=cache)
+            else:
+                inner = make_backend(cfg.backend, engine, cache=cache)
+            _BACKENDS[key] = _Serialized(inner)
         return _BACKENDS[key]
 
 

@@ -31,10 +31,11 @@ from storage.parquet_io import part_files, read_table, remove_temp_files, write_
 from storage.schemas import PREDICTIONS
 from tasks.agents.base import MethodContext
 from tasks.agents.registry import get_method
-from tasks.agents.runtime import run_agents
+from tasks.agents.runtime import RunProgress, run_agents
 from tasks.datasets.registry import dataset_task
 from tasks.datasets.store import latest_dataset_folder, store_dataset
 from tasks.metrics.runs import per_item_scores, summary_metrics
+from tasks.progress import progress
 from tasks.runs.backends import get_backend
 from tasks.runs.config import (
     OPERATIONAL_FIELDS,
@@ -132,6 +133,9 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
                   log: Log = print) -> dict:
     """Run one shard of a method and write its predictions part (skip when the part exists).
 
+    Progress: one :func:`tasks.progress.progress` reporter per shard (items finished / total, step, active
+    items, requests answered in the running step, generated tokens per second of LLM time, ETA).
+
     Returns:
         The shard record (rows, errors, timings, LLM and tool statistics).
     """
@@ -152,10 +156,17 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
     backend = get_backend(plan.config, root) if method_cls.needs_llm else None
     t_ready = time.perf_counter()
 
-    def progress(step: int, active: int) -> None:
-        log(f"  shard {i + 1}/{plan.n_shards}: step {step}, {active} active item(s)")
+    with progress(f"{plan.config.method} shard {i + 1}/{plan.n_shards}", total=len(questions), unit="item") as bar:
 
-    outputs, stats = run_agents(method.agent(ctx), questions, backend, tools, on_step=progress)
+        def on_progress(p: RunProgress) -> None:
+            bar.set(p.done_items, {
+                "step": p.step,
+                "active": p.active_items,
+                "req": f"{p.batch_done}/{p.batch_total}" if p.batch_total else None,
+                "tok/s": round(p.tokens_per_s, 1) if p.llm_seconds > 0 else None,
+            })
+
+        outputs, stats = run_agents(method.agent(ctx), questions, backend, tools, on_progress=on_progress)
     rows = []
     for o in outputs:
         rows.append({

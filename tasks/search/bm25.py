@@ -38,6 +38,7 @@ import pyarrow as pa
 import tantivy
 
 from storage.manifest import now_iso, write_json_atomic
+from tasks.progress import phase
 
 META = "meta.json"
 DOCS = "docs.arrow"
@@ -309,8 +310,9 @@ class BM25Index:
                         buf.clear()
                 if buf:
                     out.write_batch(pa.RecordBatch.from_pylist(buf, schema=cls.DOCS_SCHEMA))
-            writer.commit()
-            writer.wait_merging_threads()
+            with phase(f"{cls.KIND}: commit + merge segments -> {folder.name}"):
+                writer.commit()
+                writer.wait_merging_threads()
             index.reload()
             searcher = index.searcher()
             if searcher.num_docs != stats["docs"]:

@@ -12,7 +12,6 @@ and opened once per process.
 from __future__ import annotations
 
 import re
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 
 from storage import layout
 from storage.parquet_io import part_files
+from tasks.progress import progress
 
 # Bump when what goes into an index changes (new folder => rebuilt; part of every run id).
 INDEX_FORMAT = 2
@@ -29,11 +29,20 @@ _OPEN: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
 
 
-def _iter_rows(kb_version: str, table: str, columns: list[str], root: Path) -> Iterator[dict]:
-    for f in part_files(layout.kb_table_dir(kb_version, table, root)):
-        pf = pq.ParquetFile(f)
-        for batch in pf.iter_batches(batch_size=50_000, columns=columns):
-            yield from batch.to_pylist()
+def _iter_rows(kb_version: str, table: str, columns: list[str], root: Path, desc: str | None = None) -> Iterator[dict]:
+    """Rows of a KB table, streamed in batches; with ``desc``, a progress reporter counts them (per batch)."""
+    files = part_files(layout.kb_table_dir(kb_version, table, root))
+    if desc is None:
+        for f in files:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=50_000, columns=columns):
+                yield from batch.to_pylist()
+        return
+    total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    with progress(desc, total=total, unit="row") as bar:
+        for f in files:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=50_000, columns=columns):
+                yield from batch.to_pylist()
+                bar.update(batch.num_rows)
 
 
 _DISAMBIG = re.compile(r"\s*\([^)]*\)\s*$")
@@ -64,7 +73,8 @@ def entity_index(kb_version: str, root: Path | None = None):
             folder = layout.index_dir(kb_version, f"entity-bm25.v{INDEX_FORMAT}", root)
             if not (folder / "meta.json").is_file():
                 rows = _iter_rows(kb_version, "entities",
-                                  ["qid", "label", "description", "aliases", "enwiki_title", "sitelinks"], root)
+                                  ["qid", "label", "description", "aliases", "enwiki_title", "sitelinks"], root,
+                                  desc=f"entity BM25 index of {kb_version}")
                 EntityIndex.build(folder, (d for d in map(entity_doc, rows) if d["label"] or d["aliases"]))
             _OPEN[key] = EntityIndex.open(folder)
         return _OPEN[key]
@@ -80,7 +90,8 @@ def title_index(kb_version: str, root: Path | None = None):
         if key not in _OPEN:
             folder = layout.index_dir(kb_version, f"title-bm25.v{INDEX_FORMAT}", root)
             if not (folder / "meta.json").is_file():
-                rows = _iter_rows(kb_version, "articles", ["page_id", "title", "qid", "lead"], root)
+                rows = _iter_rows(kb_version, "articles", ["page_id", "title", "qid", "lead"], root,
+                                  desc=f"title BM25 index of {kb_version}")
                 TitleIndex.build(folder, rows)
             _OPEN[key] = TitleIndex.open(folder)
         return _OPEN[key]
@@ -96,7 +107,8 @@ def passage_index(kb_version: str, root: Path | None = None):
         if key not in _OPEN:
             folder = passage_index_dir(kb_version, "bm25", root)
             if not (folder / "meta.json").is_file():
-                rows = _iter_rows(kb_version, "passages", ["passage_id", "page_id", "title", "qid", "text"], root)
+                rows = _iter_rows(kb_version, "passages", ["passage_id", "page_id", "title", "qid", "text"], root,
+                                  desc=f"passage BM25 index of {kb_version}")
                 PassageIndex.build(folder, rows)
             _OPEN[key] = PassageIndex.open(folder)
         return _OPEN[key]
@@ -122,12 +134,10 @@ def dense_passage_index(kb_version: str, root: Path | None = None):
             rows = list(_iter_rows(kb_version, "passages", ["passage_id", "title", "qid", "text"], root))
             lookup = {r["passage_id"]: (r["title"], r["text"], r["qid"]) for r in rows if r["text"]}
             folder = passage_index_dir(kb_version, "dense", root)
-            if not (folder / "meta.json").is_file():
-                print(f"  building the dense passage index of {kb_version} ({len(lookup):,} passages, "
-                      "all-MiniLM-L6-v2; once per KB version)", file=sys.stderr, flush=True)
             ids = list(lookup)
             texts = [f"{lookup[i][0]}\n{lookup[i][1]}" if lookup[i][0] else lookup[i][1] for i in ids]
-            index = DenseIndex.build(folder, ids, texts, extra_meta={"kb_version": kb_version})
+            index = DenseIndex.build(folder, ids, texts, extra_meta={"kb_version": kb_version},
+                                     desc=f"dense passage index of {kb_version} (once per KB version)")
             _OPEN[key] = (index, lookup)
         return _OPEN[key]
 
@@ -165,10 +175,9 @@ def dense_entity_index(kb_version: str, root: Path | None = None):
             ids, texts = entity_texts(rows)
             names = [lookup[q][0] for q in ids]
             ids, texts = ids + [f"{q}|d" for q in ids], names + texts
-            if not (folder / "meta.json").is_file():
-                print(f"  building the dense entity index of {kb_version} ({len(names):,} KG entities, "
-                      "all-MiniLM-L6-v2; once per KB version)", file=sys.stderr, flush=True)
-            index = DenseIndex.build(folder, ids, texts, batch_size=128, extra_meta={"kb_version": kb_version})
+            index = DenseIndex.build(folder, ids, texts, batch_size=128, extra_meta={"kb_version": kb_version},
+                                     desc=f"dense entity index of {kb_version} ({len(names):,} KG entities, "
+                                          "once per KB version)")
             _OPEN[key] = (index, lookup)
         return _OPEN[key]
 

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tantivy
 
+from tasks.progress import progress
 from tasks.search.bm25 import (
     ANALYZER,
     BM25Index,
@@ -284,6 +285,7 @@ class DenseIndex:
         chunk: int = 8192,
         device: str | None = None,
         extra_meta: dict[str, Any] | None = None,
+        desc: str | None = None,
     ) -> Self:
         """Encode ``texts`` and build the index atomically; a finished folder is opened, not rebuilt.
 
@@ -295,6 +297,8 @@ class DenseIndex:
             chunk: Texts encoded and added per step (bounds memory besides the index itself).
             device: Torch device (default: GPU when present).
             extra_meta: More keys for ``meta.json``.
+            desc: Label of the build's progress reporter (texts encoded / total, per chunk; default: the
+                folder name).
 
         Returns:
             The opened index.
@@ -319,11 +323,14 @@ class DenseIndex:
         try:
             index = faiss.IndexFlatIP(dim)
             encode_s = 0.0
-            for start in range(0, len(texts), chunk):
-                t1 = time.perf_counter()
-                vecs = encode(texts[start : start + chunk], batch_size=batch_size, device=device)
-                encode_s += time.perf_counter() - t1
-                index.add(vecs)
+            label = f"encode {desc or folder.name} ({MODEL_NAME.rsplit('/', 1)[-1]})"
+            with progress(label, total=len(texts), unit="text") as bar:
+                for start in range(0, len(texts), chunk):
+                    t1 = time.perf_counter()
+                    vecs = encode(texts[start : start + chunk], batch_size=batch_size, device=device)
+                    encode_s += time.perf_counter() - t1
+                    index.add(vecs)
+                    bar.update(len(vecs))
             faiss.write_index(index, str(tmp / "index.faiss"))
             pq.write_table(pa.table({"id": pa.array(list(ids), type=pa.string())}), tmp / "ids.parquet")
             meta = {
