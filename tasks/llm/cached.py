@@ -25,6 +25,7 @@ class CachedBackend:
         self.cache = cache
         self.name = backend.name
         self.model_id = backend.model_id
+        self.dtype = getattr(backend, "dtype", None)
         self.sent = 0
         self.served_from_cache = 0
 

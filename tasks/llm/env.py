@@ -55,6 +55,48 @@ def runtime_env_defaults(root: Path | None = None) -> dict[str, str]:
     return env
 
 
+#: CPU flags (``/proc/cpuinfo``) of hardware bfloat16 arithmetic: AVX512-BF16 and the AMX tile unit.
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+#: Engine dtypes a user may ask for (``auto`` = :func:`resolve_dtype`).
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The CPU feature flags of this machine (the first ``flags`` line of ``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        with cpuinfo.open() as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def resolve_dtype(dtype: str, is_cpu: bool, flags: frozenset[str] | None = None) -> str:
+    """The engine dtype to use for a requested one.
+
+    ``auto`` on the CPU picks ``bfloat16`` only where the CPU computes it in hardware (AVX512-BF16 or AMX);
+    elsewhere vLLM-CPU emulates bf16 and is several times slower than float32 (measured: README "Demo"
+    section). On a GPU ``auto`` is left to vLLM (the model's own dtype, bf16 for the embedded model). Any other
+    value is taken as given.
+
+    Args:
+        dtype: ``auto`` or an explicit dtype (:data:`DTYPES`).
+        is_cpu: Whether vLLM runs on its CPU platform.
+        flags: CPU flags (default: :func:`cpu_flags`).
+
+    Raises:
+        ValueError: An unknown dtype.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    if dtype != "auto" or not is_cpu:
+        return dtype
+    flags = cpu_flags() if flags is None else flags
+    return "bfloat16" if flags & BF16_CPU_FLAGS else "float32"
+
+
 def configure_runtime_env(root: Path | None = None) -> dict[str, str]:
     """Set the LLM runtime environment variables that are not already set.
 

@@ -37,7 +37,7 @@ class EngineConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str = "embedded"
-    dtype: str = "bfloat16"
+    dtype: str = "auto"  # auto: bf16 on GPUs and bf16-capable CPUs, else float32 (tasks.llm.env.resolve_dtype)
     max_model_len: int = 4096
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.85

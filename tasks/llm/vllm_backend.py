@@ -15,7 +15,7 @@ raises :class:`EngineBusyError` (one engine per process: two would not fit a sma
    a prompt with ``n >= max_model_len`` tokens (vLLM needs room for at least one output token) becomes
    ``Completion(error="context length exceeded: n > max_model_len-1 ...")`` without reaching the engine;
    invalid sampling values become a per-item error too;
-2. sends all remaining items in ONE ``llm.chat(conversations, per_request_sampling_params, use_tqdm=False)``
+2. sends all remaining items in ONE ``llm.chat(conversations, per_request_sampling_params, use_tqdm=vllm_tqdm)``
    call (vLLM batches them continuously; a shared prefix hits the prefix cache);
 3. if the engine raises on the batch, retries the items one by one so only the bad one(s) get an error.
 
@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.llm.env import configure_runtime_env
+from tasks.llm.env import configure_runtime_env, resolve_dtype
 from tasks.llm.models import model_label, resolve_model
 from tasks.llm.types import ChatRequest, Completion, EngineConfig
+from tasks.progress import vllm_tqdm
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class _Engine:
     model_path: str
     start_s: float
     is_cpu: bool
+    dtype: str = "auto"
     refs: int = 0
     owned: bool = True  # False for VLLMBackend.wrap(): the caller owns the LLM object
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -74,7 +76,7 @@ def engine_kwargs(engine: EngineConfig, model_path: str, is_cpu: bool) -> dict[s
     """
     kw: dict[str, Any] = {
         "model": model_path,
-        "dtype": engine.dtype,
+        "dtype": resolve_dtype(engine.dtype, is_cpu),
         "max_model_len": engine.max_model_len,
         "tensor_parallel_size": engine.tensor_parallel_size,
         "enable_prefix_caching": engine.enable_prefix_caching,
@@ -110,8 +112,8 @@ def _start_engine(engine: EngineConfig, models_root: Path | None, extra: dict[st
             f"vLLM could not start with model {model_path!r}{hint}: {type(e).__name__}: {e}"
         ) from e
     start = time.perf_counter() - t0
-    log.info("vLLM engine for %s started in %.1f s (cpu=%s)", model_path, start, is_cpu)
-    return _Engine(llm=llm, model_path=model_path, start_s=start, is_cpu=is_cpu)
+    log.info("vLLM engine for %s started in %.1f s (cpu=%s, dtype=%s)", model_path, start, is_cpu, kw["dtype"])
+    return _Engine(llm=llm, model_path=model_path, start_s=start, is_cpu=is_cpu, dtype=kw["dtype"])
 
 
 def _shutdown(entry: _Engine) -> None:
@@ -191,6 +193,9 @@ class VLLMBackend:
         self._entry = entry
         self.model_path = entry.model_path
         self.start_s = entry.start_s
+        self.dtype = entry.dtype
+        if entry.dtype not in ("bfloat16", "auto"):  # other numerics, other outputs: keep their cache keys apart
+            self.model_id = f"{self.model_id}@{entry.dtype}"
 
     @classmethod
     def wrap(cls, llm: Any, engine: EngineConfig, model_path: str = "<wrapped>") -> VLLMBackend:
@@ -206,6 +211,7 @@ class VLLMBackend:
         self.model_id = model_label(engine.model)
         self._closed = False
         self._entry = _Engine(llm=llm, model_path=model_path, start_s=0.0, is_cpu=True, refs=1, owned=False)
+        self.dtype = engine.dtype
         self.model_path = model_path
         self.start_s = 0.0
         return self
@@ -262,7 +268,7 @@ class VLLMBackend:
     def _chat(self, reqs: list[ChatRequest], params: list[Any]) -> list[Completion]:
         convs = [[dict(m) for m in r.messages] for r in reqs]
         t0 = time.perf_counter()
-        outs = self.llm.chat(convs, params, use_tqdm=False)
+        outs = self.llm.chat(convs, params, use_tqdm=vllm_tqdm)  # progress within the batch (silent outside a run)
         wall = time.perf_counter() - t0
         if len(outs) != len(reqs):
             raise RuntimeError(f"vLLM returned {len(outs)} outputs for {len(reqs)} prompts")

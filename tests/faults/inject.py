@@ -14,7 +14,10 @@ lost node) the moment it reaches POINT. POINT is one of:
 * ``shard-torn:N``           run: the N-th predictions part is in its temp file, not yet renamed (mid-write);
 * ``shard-written:N``        run: right after the N-th predictions part was published;
 * ``finalize``               run: every shard done, at the start of ``finalize_run`` (before metrics);
-* ``metrics-written``        run: metrics part published, before the ``runs`` part and the manifest.
+* ``metrics-written``        run: metrics part published, before the ``runs`` part and the manifest;
+* ``stall:stage:N``          KB build: after the N-th staged shard, that worker thread hangs for 10 min (like
+                             a long C call: an LLM step, a DuckDB query) and prints ``STALLED``; the test then
+                             sends a signal from outside.
 """
 
 from __future__ import annotations
@@ -48,7 +51,25 @@ def install(point: str) -> None:
     kind, _, arg = point.partition(":")
     if kind == "none":
         return
-    if kind == "stage":
+    if kind == "stall":
+        sub, _, n = arg.partition(":")
+        if sub != "stage":
+            raise SystemExit(f"unknown fault point {point!r}")
+        import time
+
+        import tasks.kb_tasks as kt
+
+        real_stage_ = kt.stage_shard
+
+        def stalled(*a, **k):
+            rec = real_stage_(*a, **k)
+            if _count_reached(int(n)):
+                print("STALLED", flush=True)
+                time.sleep(600)
+            return rec
+
+        kt.stage_shard = stalled
+    elif kind == "stage":
         import tasks.kb_tasks as kt
 
         real_stage = kt.stage_shard

