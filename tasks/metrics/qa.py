@@ -5,7 +5,10 @@ section 4.3.
 
 Inputs: predicted answer strings, gold answer lists (aliases), retrieved document texts. Outputs:
 :class:`~tasks.metrics.base.MetricResult` objects; values are fractions in [0, 1] (the official SQuAD script
-prints them x100).
+and the Entity Retrieval scripts print them x100).
+
+Reference for the StrategyQA and retrieval metrics (``ER`` below): repository ``shavarani/EntityRetrieval``,
+commit ``198cdeea24a263b17bac7067bab9a364dae70516``.
 
 - ``em`` / ``f1``: SQuAD v1.1 ``evaluate-v1.1.py`` exactly: ``normalize_answer`` = lowercase, drop
   ``string.punctuation`` characters, drop the words a/an/the, collapse whitespace; F1 over the bag of
@@ -15,17 +18,42 @@ prints them x100).
 - ``acc_sub``: 1 if some normalised gold is a substring of the normalised prediction (max over golds; the
   lenient "answer contained in the generation" accuracy of PopQA-style evaluations). A gold that normalises
   to ``""`` matches only an empty normalised prediction.
-- ``strategyqa_acc`` / ``invalid_count``: the prediction, after ``normalize_answer``, must be exactly ``yes``
-  or ``no``; anything else is invalid (counted by ``invalid_count``, as the paper's "Inv #" column) and wrong.
-  Gold: a boolean, or ``yes``/``no``/``true``/``false`` (any case).
-- ``ndcg@k``, ``mrr_retrieval``, ``topk_acc@k``: a retrieved document is relevant (r_i = 1) when its
-  normalised token sequence contains the normalised token sequence of some gold answer (whole tokens, so
-  ``art`` does not match ``start``; the token-level ``has_answer`` test of DPR, which the EntityQuestions
-  evaluation uses). nDCG@k = DCG@k / IDCG@k with gain 2^r - 1 and discount log2(i + 1); as defined in the
-  paper, the ideal ranking is that of the relevant documents among the top k retrieved (|REL_k|), so a
-  question with no relevant document in the top k scores 0. MRR = 1 / rank of the first relevant retrieved
-  document (0 if none), top-k accuracy = 1 if a relevant document is in the top k. All are averaged over
-  questions with at least one non-empty normalised gold answer.
+- ``strategyqa_acc`` / ``invalid_count``: ER ``src/eval.py`` ``QAEvaluate.extract_strategy_qa_answer`` (the
+  same function is repeated in ``src/generate_table_2.py`` and ``src/generate_table_3.py``, which print the
+  paper's tables): the prediction is stripped (``str.strip``) and lower-cased (``str.lower``); it is "yes" when
+  it *starts with* ``yes``, else "no" when it starts with ``no``, else invalid ("Wrong!"). Accuracy is
+  sklearn ``accuracy_score`` against the gold (an invalid answer is wrong), ``invalid_count`` the number of
+  invalid answers (the paper's "Inv #" column). So ``"Not"`` is "no" and ``"'yes'"`` is invalid. A missing
+  prediction (``None``; the reference has none) is the empty string, hence invalid. Gold: a boolean, or
+  ``yes``/``no``/``true``/``false`` (any case).
+- ``ndcg@k``, ``topk_acc@k``, ``mrr_retrieval``: ER ``src/model/retrievers/analyze_prefetched_documents.py``
+  (``NDCG``, ``first_non_zero_index``, ``calculate_mrr``, ``create_plot``) over the ``has_answer`` flags that
+  ER ``src/model/retrievers/prefetch_retrieval_pyserini.py`` ``text_has_answer`` stored with each document
+  (identical copies in ``prefetch_retrieval_entity_linking.py`` and ``prefetch_retrieval_oracle_entities.py``):
+
+  * relevance: r_i = 1 when the SQuAD-normalised text of some gold answer is a *substring* of the
+    SQuAD-normalised document text (so ``start`` matches ``started`` and ``york`` matches ``yorkshire``; a gold
+    that normalises to ``""`` is a substring of every document, so all its documents are relevant);
+  * depth: the reference evaluates the first ``max_k`` documents of every question (its retrieval depth,
+    shorter lists padded with non-relevant documents) and reports k in ``[1, 2, 3, 4, 5, 20, max_k]``: it never
+    reports a k above its depth. Here the depth is the ``depth`` argument, by default the longest retrieved list
+    among the scored questions (``eval_k`` of a RAG run); lists are cut to it and shorter ones count as padded
+    with non-relevant documents. A metric @k with k > depth is *not reported*: its result has ``n == 0``,
+    value ``None`` and no per-item scores (so an ``@100`` metric of a run that kept 20 passages is ``None``,
+    never a value computed over 20 documents);
+  * nDCG@k = DCG@k / IDCG@k, gain 2^r - 1, discount log2(i + 1) for rank i (1-based); the ideal ranking sorts
+    *all* evaluated documents (every relevant document up to the depth, not only those in the top k) and is
+    cut at k; 0 when no evaluated document is relevant;
+  * MRR = 1 / rank of the first relevant document within the depth (0 if none); top-k accuracy ("RAcc@k") =
+    1 if that rank is <= k;
+  * every question with gold annotations is counted (the reference divides by the dataset length), including
+    one whose gold answers normalise to ``""`` (all documents relevant) or that has an empty gold list (no
+    document relevant). Questions whose gold is ``None`` (not annotated) are not scored.
+
+- ``ndcg_token@k``, ``topk_acc_token@k``, ``mrr_retrieval_token``: extra metrics, not in the reference; the
+  same rules except relevance, which requires whole tokens: the normalised token sequence of a gold answer
+  must occur in the normalised token sequence of the document (``art`` does not match ``start``; the
+  token-level ``has_answer`` idea of DPR). An empty gold token sequence occurs in every document.
 """
 
 from __future__ import annotations
@@ -149,9 +177,18 @@ def acc_sub(
 
 # ------------------------------------------------------------------------------------------- StrategyQA
 def parse_yes_no(prediction: str | None) -> bool | None:
-    """``True`` for "yes", ``False`` for "no" (after ``normalize_answer``), ``None`` for anything else."""
-    norm = normalize_answer(prediction or "")
-    return {"yes": True, "no": False}.get(norm)
+    """The yes/no answer of a prediction, ``None`` when invalid.
+
+    Rule of ``extract_strategy_qa_answer`` in ``src/eval.py`` of ``shavarani/EntityRetrieval`` at commit
+    ``198cdeea24a263b17bac7067bab9a364dae70516``: ``prediction.strip().lower()``; ``True`` when that starts
+    with ``yes``, else ``False`` when it starts with ``no``, else ``None`` ("Wrong!"). ``None`` input is ``""``.
+    """
+    text = (prediction or "").strip().lower()
+    if text.startswith("yes"):
+        return True
+    if text.startswith("no"):
+        return False
+    return None
 
 
 def gold_bool(value: Any) -> bool:
@@ -182,11 +219,15 @@ def strategyqa_metrics(
     gold_answers: Sequence[Any],
     ids: Sequence[str] | None = None,
 ) -> dict[str, MetricResult]:
-    """StrategyQA accuracy and invalid-answer count.
+    """StrategyQA accuracy and invalid-answer count, as the Entity Retrieval paper's tables.
+
+    Reference: ``shavarani/EntityRetrieval`` commit ``198cdeea24a263b17bac7067bab9a364dae70516``,
+    ``src/generate_table_3.py`` ``evaluate`` (``accuracy_score`` and ``model_answers.count('Wrong!')``) over
+    ``extract_strategy_qa_answer`` (see :func:`parse_yes_no`: starts with yes / no after strip + lower).
 
     Returns:
         ``strategyqa_acc`` (mean; an invalid answer is wrong) and ``invalid_count`` (number of predictions
-        that are neither yes nor no; per item 1.0 for invalid, 0.0 otherwise).
+        that start with neither yes nor no; per item 1.0 for invalid, 0.0 otherwise).
 
     Raises:
         MetricError: A gold answer that is not a boolean.
@@ -208,9 +249,20 @@ def strategyqa_metrics(
 
 
 # ------------------------------------------------------------------------------------------- retrieval
+#: Relevance rules: ``substring`` (the reference's ``text_has_answer``) and ``token`` (whole tokens, extra).
+RELEVANCE_RULES = ("substring", "token")
+#: Metric-name stems per rule: (nDCG, top-k accuracy, MRR); ``@k`` follows the first two.
+RETRIEVAL_NAMES = {
+    "substring": ("ndcg", "topk_acc", "mrr_retrieval"),
+    "token": ("ndcg_token", "topk_acc_token", "mrr_retrieval_token"),
+}
+
+
 def _contains_tokens(doc_tokens: Sequence[str], needle: Sequence[str]) -> bool:
     n = len(needle)
-    if n == 0 or n > len(doc_tokens):
+    if n == 0:
+        return True
+    if n > len(doc_tokens):
         return False
     first = needle[0]
     for i, tok in enumerate(doc_tokens[: len(doc_tokens) - n + 1]):
@@ -219,81 +271,144 @@ def _contains_tokens(doc_tokens: Sequence[str], needle: Sequence[str]) -> bool:
     return False
 
 
-def has_answer(text: str | None, gold_answers: Iterable[str]) -> bool:
-    """Whether a document contains a normalised gold answer as a whole-token sequence."""
+def has_answer(text: str | None, gold_answers: Iterable[str] | str) -> bool:
+    """Whether the normalised text of some gold answer is a substring of the normalised document text.
+
+    ``text_has_answer`` of ``src/model/retrievers/prefetch_retrieval_pyserini.py`` in ``shavarani/EntityRetrieval``
+    at commit ``198cdeea24a263b17bac7067bab9a364dae70516``: SQuAD ``normalize_answer`` on both sides, then
+    Python ``in`` (a gold normalising to ``""`` is in every text; a single string is one gold answer; no gold
+    answer: ``False``).
+    """
+    golds = [gold_answers] if isinstance(gold_answers, str) else gold_answers
+    doc = normalize_answer(text or "")
+    return any(normalize_answer(g) in doc for g in golds)
+
+
+def has_answer_token(text: str | None, gold_answers: Iterable[str] | str) -> bool:
+    """Whether the normalised tokens of some gold answer occur, as whole consecutive tokens, in the document.
+
+    Not the reference rule (see :func:`has_answer`); the relevance of the extra ``*_token`` metrics. A gold
+    normalising to no token occurs in every document.
+    """
+    golds = [gold_answers] if isinstance(gold_answers, str) else gold_answers
     doc = normalize_answer(text or "").split()
-    return any(_contains_tokens(doc, normalize_answer(g).split()) for g in gold_answers)
+    return any(_contains_tokens(doc, normalize_answer(g).split()) for g in golds)
 
 
-def relevance(retrieved: Sequence[str | None], gold_answers: Iterable[str]) -> list[int]:
-    """Binary relevance r_i of each retrieved document (answer-string relevance)."""
-    needles = [t for t in (normalize_answer(g).split() for g in gold_answers) if t]
-    out = []
-    for text in retrieved:
-        doc = normalize_answer(text or "").split()
-        out.append(1 if any(_contains_tokens(doc, nd) for nd in needles) else 0)
-    return out
+def relevance(
+    retrieved: Sequence[str | None], gold_answers: Iterable[str] | str, rule: str = "substring"
+) -> list[int]:
+    """Binary relevance r_i of each retrieved document.
+
+    ``rule``: ``substring`` (:func:`has_answer`, the reference's ``text_has_answer``) or ``token``
+    (:func:`has_answer_token`, whole tokens).
+
+    Raises:
+        MetricError: Unknown rule.
+    """
+    golds = [gold_answers] if isinstance(gold_answers, str) else list(gold_answers)
+    if rule == "substring":
+        needles = [normalize_answer(g) for g in golds]
+        docs = (normalize_answer(t or "") for t in retrieved)
+        return [1 if any(nd in d for nd in needles) else 0 for d in docs]
+    if rule == "token":
+        tneedles = [normalize_answer(g).split() for g in golds]
+        tdocs = (normalize_answer(t or "").split() for t in retrieved)
+        return [1 if any(_contains_tokens(d, nd) for nd in tneedles) else 0 for d in tdocs]
+    raise MetricError(f"unknown relevance rule {rule!r}; known: {', '.join(RELEVANCE_RULES)}")
+
+
+def _dcg(rels: Sequence[int]) -> float:
+    return sum((2**r - 1) / math.log2(i + 2) for i, r in enumerate(rels))
 
 
 def ndcg_at_k(rels: Sequence[int], k: int) -> float:
-    """nDCG@k of a binary relevance list, ideal = the relevant documents of the top k moved to the top.
+    """nDCG@k of the binary relevance list of all evaluated documents (rank order).
 
-    Gain 2^r - 1, discount log2(i + 1) for rank i (1-based); 0 when no relevant document is in the top k.
+    ``NDCG.ndcg_at_k`` of ``src/model/retrievers/analyze_prefetched_documents.py`` in
+    ``shavarani/EntityRetrieval`` at commit ``198cdeea24a263b17bac7067bab9a364dae70516``: gain 2^r - 1,
+    discount log2(i + 1) for rank i (1-based); DCG of the top k divided by the DCG of the top k of *all*
+    ``rels`` sorted by relevance (the ideal counts relevant documents below rank k too); 0 when no document of
+    ``rels`` is relevant. ``ndcg_at_k([0, 1, 1], 2)`` = (1/log2 3) / (1 + 1/log2 3) = 0.387.
     """
-    top = list(rels[:k])
-    dcg = sum((2**r - 1) / math.log2(i + 2) for i, r in enumerate(top))
-    ideal = sorted(top, reverse=True)
-    idcg = sum((2**r - 1) / math.log2(i + 2) for i, r in enumerate(ideal))
-    return dcg / idcg if idcg > 0 else 0.0
+    ideal = _dcg(sorted(rels, reverse=True)[:k])
+    return _dcg(list(rels[:k])) / ideal if ideal > 0 else 0.0
+
+
+def first_relevant_rank(rels: Sequence[int]) -> int:
+    """1-based rank of the first relevant document, 0 when none is (reference ``first_non_zero_index`` + 1)."""
+    for i, r in enumerate(rels):
+        if r:
+            return i + 1
+    return 0
 
 
 def reciprocal_rank(rels: Sequence[int]) -> float:
-    """1 / rank of the first relevant document, 0 when none is relevant."""
-    for i, r in enumerate(rels):
-        if r:
-            return 1.0 / (i + 1)
-    return 0.0
+    """1 / rank of the first relevant document, 0 when none is relevant (one term of reference ``calculate_mrr``)."""
+    rank = first_relevant_rank(rels)
+    return 1.0 / rank if rank else 0.0
 
 
 def retrieval_metrics(
     retrieved: Sequence[Sequence[str | None] | None],
-    gold_answers: Sequence[Iterable[str] | None],
+    gold_answers: Sequence[Iterable[str] | str | None],
     ks: Iterable[int] = RETRIEVAL_KS,
     ids: Sequence[str] | None = None,
+    depth: int | None = None,
+    rule: str = "substring",
 ) -> dict[str, MetricResult]:
-    """nDCG@k, top-k accuracy and MRR with answer-string relevance.
+    """nDCG@k, top-k accuracy and MRR with answer-string relevance (module docstring: the reference rules).
 
     Args:
         retrieved: Retrieved document texts per question, in rank order.
-        gold_answers: Gold answer aliases per question.
-        ks: Cut-offs for ``ndcg@k`` and ``topk_acc@k``.
+        gold_answers: Gold answer aliases per question; ``None``: not annotated, the question is not scored.
+        ks: Cut-offs for the ``@k`` metrics.
         ids: Question ids.
+        depth: Number of documents evaluated per question (the reference's ``max_k``); default: the longest
+            retrieved list among the scored questions. Longer lists are cut to it, shorter ones count as
+            padded with non-relevant documents.
+        rule: ``substring`` (the reference's relevance; names ``ndcg@k``, ``topk_acc@k``, ``mrr_retrieval``)
+            or ``token`` (whole tokens; names ``ndcg_token@k``, ``topk_acc_token@k``, ``mrr_retrieval_token``).
 
     Returns:
-        ``ndcg@k`` and ``topk_acc@k`` for each k, and ``mrr_retrieval``; questions whose gold answers all
-        normalise to nothing are not counted.
+        The ``@k`` metrics for each k and the MRR. An ``@k`` metric with k > depth is not reported: ``n == 0``,
+        value ``None``, no per-item score.
+
+    Raises:
+        MetricError: Mismatched lengths, k < 1, negative depth, unknown rule, one string instead of a list.
     """
+    if rule not in RETRIEVAL_NAMES:
+        raise MetricError(f"unknown relevance rule {rule!r}; known: {', '.join(RELEVANCE_RULES)}")
     if len(retrieved) != len(gold_answers):
         raise MetricError(f"{len(retrieved)} retrieval lists for {len(gold_answers)} gold lists")
     keys = item_ids(ids, len(retrieved))
     ks = [int(k) for k in ks]
     if any(k < 1 for k in ks):
         raise MetricError(f"k must be >= 1, got {ks}")
-    ndcg: dict[int, dict[str, float]] = {k: {} for k in ks}
-    topk: dict[int, dict[str, float]] = {k: {} for k in ks}
-    mrr: dict[str, float] = {}
+    if depth is not None and depth < 0:
+        raise MetricError(f"depth must be >= 0, got {depth}")
+    scored: list[tuple[str, list[str | None], list[str]]] = []
     for key, docs, golds in zip(keys, retrieved, gold_answers, strict=True):
-        golds = [g for g in _golds(golds) if normalize_answer(g)]
-        if not golds:
+        if golds is None:
             continue
         if isinstance(docs, str):
             raise MetricError(f"{key}: retrieved documents must be a list of texts, got one string")
-        rels = relevance(list(docs or []), golds)
-        mrr[key] = reciprocal_rank(rels)
-        for k in ks:
+        scored.append((key, list(docs or []), _golds(golds)))
+    if depth is None:
+        depth = max((len(d) for _, d, _ in scored), default=0)
+    ndcg_name, topk_name, mrr_name = RETRIEVAL_NAMES[rule]
+    ndcg: dict[int, dict[str, float]] = {k: {} for k in ks}
+    topk: dict[int, dict[str, float]] = {k: {} for k in ks}
+    mrr: dict[str, float] = {}
+    reported = [k for k in ks if k <= depth]
+    for key, docs, golds in scored:
+        rels = relevance(docs[:depth], golds, rule)
+        rank = first_relevant_rank(rels)
+        mrr[key] = 1.0 / rank if rank else 0.0
+        for k in reported:
             ndcg[k][key] = ndcg_at_k(rels, k)
-            topk[k][key] = 1.0 if any(rels[:k]) else 0.0
-    out = {f"ndcg@{k}": mean_result(f"ndcg@{k}", ndcg[k]) for k in ks}
-    out.update({f"topk_acc@{k}": mean_result(f"topk_acc@{k}", topk[k]) for k in ks})
-    out["mrr_retrieval"] = mean_result("mrr_retrieval", mrr)
+            topk[k][key] = 1.0 if 0 < rank <= k else 0.0
+    out = {f"{ndcg_name}@{k}": mean_result(f"{ndcg_name}@{k}", ndcg[k]) for k in ks}
+    out.update({f"{topk_name}@{k}": mean_result(f"{topk_name}@{k}", topk[k]) for k in ks})
+    out[mrr_name] = mean_result(mrr_name, mrr)
     return out

@@ -13,7 +13,10 @@ Which columns each metric reads:
   ``gold_entities``.
 - ``em``, ``f1``, ``acc_sub``: ``answer`` vs ``gold_answers``.
 - ``strategyqa_acc``, ``invalid_count``: ``answer`` vs ``gold_answers`` (one boolean).
-- ``ndcg@k``, ``topk_acc@k``, ``mrr_retrieval``: ``retrieved_texts`` (required) vs ``gold_answers``.
+- ``ndcg@k``, ``topk_acc@k``, ``mrr_retrieval`` (reference substring relevance) and the extra
+  ``ndcg_token@k``, ``topk_acc_token@k``, ``mrr_retrieval_token`` (whole-token relevance): ``retrieved_texts``
+  (required) vs ``gold_answers``; the evaluation depth is the longest ``retrieved_texts`` list among the items
+  and an ``@k`` metric with k above it is not reported (value ``None``, ``n`` 0; see ``tasks.metrics.qa``).
 - ``qald_*``: ``answers`` (else ``[answer]``) vs ``gold_answer_qids`` when non-empty, else ``gold_answers``.
 - ``hit1_tog``, ``acc_tog``, ``em_strict``, ``f1_set`` (``answer`` vs ``gold_answers``), ``anchor_acc``
   (``predicted_entities`` vs ``gold_entities``), ``hit1_tog_retrieval``, ``hit1_tog_cot``, ``cot_rate``
@@ -22,7 +25,8 @@ Which columns each metric reads:
 A question whose gold column is null (not annotated) is not scored by that metric and not counted in ``n``.
 ``ranked_entities`` and ``retrieved_texts`` are not columns of the ``predictions`` table: callers that
 have them (the ``search-recall`` and retrieval runs) add them to the rows they pass in. Any metric name of the
-form ``recall@k``, ``ndcg@k`` or ``topk_acc@k`` is accepted, not only the pre-registered k.
+form ``recall@k``, ``ndcg@k``, ``topk_acc@k``, ``ndcg_token@k`` or ``topk_acc_token@k`` is accepted, not only the
+pre-registered k.
 
 Errors raise :class:`~tasks.metrics.base.MetricError`: unknown metric, a prediction whose question is missing,
 repeated question ids, malformed gold values.
@@ -114,7 +118,7 @@ def _fam_strategyqa(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str
     return strategyqa_metrics([it.answer for it in sel], [it.gold_answers for it in sel], _ids(sel))
 
 
-def _fam_retrieval(items: Sequence[EvalItem], ks: tuple[int, ...]) -> dict[str, MetricResult]:
+def _fam_retrieval(items: Sequence[EvalItem], ks: tuple[int, ...], rule: str = "substring") -> dict[str, MetricResult]:
     missing = [it.question_id for it in items if not it.has_retrieved]
     if missing:
         raise MetricError(
@@ -123,8 +127,11 @@ def _fam_retrieval(items: Sequence[EvalItem], ks: tuple[int, ...]) -> dict[str, 
         )
     sel = [it for it in items if it.gold_answers is not None]
     return retrieval_metrics(
-        [it.retrieved_texts or [] for it in sel], [it.gold_answers for it in sel], ks, _ids(sel)
+        [it.retrieved_texts or [] for it in sel], [it.gold_answers for it in sel], ks, _ids(sel), rule=rule
     )
+
+
+_fam_retrieval_token = functools.partial(_fam_retrieval, rule="token")
 
 
 def _qald_pred(it: EvalItem) -> list[str]:
@@ -164,13 +171,20 @@ _FIXED: dict[str, _Family] = {
     "strategyqa_acc": _fam_strategyqa,
     "invalid_count": _fam_strategyqa,
     "mrr_retrieval": _fam_retrieval,
+    "mrr_retrieval_token": _fam_retrieval_token,
     **dict.fromkeys(QALD_METRICS, _fam_qald),
     **dict.fromkeys(ALIGNMENT_METRICS, alignment_family),
     **dict.fromkeys(TOG_METRICS, _fam_tog),
 }
 #: ``prefix@k`` names -> family.
-_PER_K: dict[str, _Family] = {"recall": _fam_recall, "ndcg": _fam_retrieval, "topk_acc": _fam_retrieval}
-_K_NAME = re.compile(r"^(recall|ndcg|topk_acc)@([1-9][0-9]*)$")
+_PER_K: dict[str, _Family] = {
+    "recall": _fam_recall,
+    "ndcg": _fam_retrieval,
+    "topk_acc": _fam_retrieval,
+    "ndcg_token": _fam_retrieval_token,
+    "topk_acc_token": _fam_retrieval_token,
+}
+_K_NAME = re.compile(r"^(recall|ndcg|topk_acc|ndcg_token|topk_acc_token)@([1-9][0-9]*)$")
 
 
 def _resolve(name: str) -> tuple[_Family, int | None]:
@@ -180,7 +194,8 @@ def _resolve(name: str) -> tuple[_Family, int | None]:
     if m:
         return _PER_K[m.group(1)], int(m.group(2))
     raise MetricError(
-        f"unknown metric {name!r}; known: {', '.join(metric_names())} (and any recall|ndcg|topk_acc@k)"
+        f"unknown metric {name!r}; known: {', '.join(metric_names())} "
+        "(and any recall|ndcg|topk_acc|ndcg_token|topk_acc_token@k)"
     )
 
 
@@ -190,7 +205,7 @@ def _single(name: str, items: Sequence[EvalItem]) -> MetricResult:
 
 
 def get_metric(name: str) -> Callable[[Sequence[EvalItem]], MetricResult]:
-    """The function computing metric ``name`` over joined items (any ``recall|ndcg|topk_acc@k`` accepted).
+    """The function computing metric ``name`` over joined items (any ``<prefix>@k`` of the docstring accepted).
 
     Raises:
         MetricError: Unknown name.
@@ -212,6 +227,8 @@ METRICS: dict[str, Callable[[Sequence[EvalItem]], MetricResult]] = {
         *(f"recall@{k}" for k in DEFAULT_KS),
         *(f"ndcg@{k}" for k in RETRIEVAL_KS),
         *(f"topk_acc@{k}" for k in RETRIEVAL_KS),
+        *(f"ndcg_token@{k}" for k in RETRIEVAL_KS),
+        *(f"topk_acc_token@{k}" for k in RETRIEVAL_KS),
     ]
 }
 

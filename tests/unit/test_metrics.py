@@ -27,6 +27,7 @@ from tasks.metrics.qa import (
     f1,
     f1_score,
     has_answer,
+    has_answer_token,
     ndcg_at_k,
     normalize_answer,
     retrieval_metrics,
@@ -120,19 +121,23 @@ def test_em_f1_acc_sub_by_hand() -> None:
 
 
 def test_strategyqa_accuracy_and_invalid_count() -> None:
-    preds = ["Yes", "no.", "Maybe", None, "YES!", "Yes, because"]
-    golds = [True, "false", True, ["no"], "yes", "yes"]
-    res = strategyqa_metrics(preds, golds, [f"q{i}" for i in range(6)])
+    # reference rule (EntityRetrieval extract_strategy_qa_answer): strip + lower, then *starts with* yes / no
+    preds = ["Yes", "no.", "Maybe", None, "YES!", "Yes, because", "  nope", "'yes'"]
+    golds = [True, "false", True, ["no"], "yes", "yes", False, True]
+    res = strategyqa_metrics(preds, golds, [f"q{i}" for i in range(8)])
     assert res["strategyqa_acc"].per_item == {
         "q0": 1.0,
         "q1": 1.0,
         "q2": 0.0,
         "q3": 0.0,
         "q4": 1.0,
-        "q5": 0.0,
+        "q5": 1.0,
+        "q6": 1.0,
+        "q7": 0.0,
     }
-    assert res["strategyqa_acc"].value == approx(3 / 6)
-    assert res["invalid_count"].value == 3.0 and res["invalid_count"].n == 6
+    assert res["strategyqa_acc"].value == approx(5 / 8)
+    assert res["invalid_count"].per_item == {f"q{i}": float(i in (2, 3, 7)) for i in range(8)}
+    assert res["invalid_count"].value == 3.0 and res["invalid_count"].n == 8
     with pytest.raises(MetricError):
         strategyqa_metrics(["yes"], ["maybe"])
 
@@ -150,22 +155,44 @@ def test_retrieval_metrics_by_hand() -> None:
         [],
     ]
     golds = [["Salt Lake City"], ["art"], ["the"], ["x"]]
-    res = retrieval_metrics(docs, golds, ks=(1, 2, 4), ids=["q1", "q2", "q3", "q4"])
-    # q1 relevance [0, 1, 0, 1]; q2 [0, 1] (whole tokens: "start" is not "art");
-    # q3 gold normalises to "": skipped
-    assert res["mrr_retrieval"].per_item == {"q1": 0.5, "q2": 0.5, "q4": 0.0}
-    assert res["ndcg@1"].per_item == {"q1": 0.0, "q2": 0.0, "q4": 0.0}
-    assert res["ndcg@2"].per_item["q1"] == approx(1 / math.log2(3))
+    ids = ["q1", "q2", "q3", "q4"]
+    res = retrieval_metrics(docs, golds, ks=(1, 2, 4, 5), ids=ids)
+    # reference (EntityRetrieval text_has_answer) substring relevance: q1 [0, 1, 0, 1]; q2 [1, 1] ("art" is in
+    # "start"); q3 gold normalises to "", which is in every text: [1]; q4 no document: []. All four are counted.
+    assert res["mrr_retrieval"].per_item == {"q1": 0.5, "q2": 1.0, "q3": 1.0, "q4": 0.0}
+    assert res["ndcg@1"].per_item == {"q1": 0.0, "q2": 1.0, "q3": 1.0, "q4": 0.0}
+    # the ideal ranking holds every relevant document of the 4 evaluated, not only those in the top 2
+    assert res["ndcg@2"].per_item["q1"] == approx((1 / math.log2(3)) / (1 + 1 / math.log2(3)))
     dcg4 = 1 / math.log2(3) + 1 / math.log2(5)
     idcg4 = 1 + 1 / math.log2(3)
     assert res["ndcg@4"].per_item["q1"] == approx(dcg4 / idcg4)
-    assert res["topk_acc@1"].value == 0.0
-    assert res["topk_acc@2"].per_item == {"q1": 1.0, "q2": 1.0, "q4": 0.0}
-    assert res["topk_acc@2"].value == approx(2 / 3)
-    assert res["mrr_retrieval"].value == approx(1 / 3)
-    assert res["ndcg@2"].n == 3
+    assert res["topk_acc@1"].value == 0.5
+    assert res["topk_acc@2"].per_item == {"q1": 1.0, "q2": 1.0, "q3": 1.0, "q4": 0.0}
+    assert res["topk_acc@2"].value == approx(3 / 4)
+    assert res["mrr_retrieval"].value == approx(2.5 / 4)
+    assert res["ndcg@2"].n == 4
+    # depth = 4 documents (the longest list): @5 is not reported
+    assert (res["ndcg@5"].value, res["ndcg@5"].n, res["ndcg@5"].per_item) == (None, 0, {})
+    assert res["topk_acc@5"].value is None
+    # an explicit depth cuts the lists: only the first document of each question is evaluated
+    cut = retrieval_metrics(docs, golds, ks=(1, 2), ids=ids, depth=1)
+    assert cut["mrr_retrieval"].per_item == {"q1": 0.0, "q2": 1.0, "q3": 1.0, "q4": 0.0}
+    assert cut["ndcg@2"].value is None and cut["ndcg@1"].n == 4
+    # extra whole-token metrics (the old convention): q2 [0, 1] ("start" is not "art")
+    tok = retrieval_metrics(docs, golds, ks=(1, 2), ids=ids, rule="token")
+    assert set(tok) == {"ndcg_token@1", "ndcg_token@2", "topk_acc_token@1", "topk_acc_token@2", "mrr_retrieval_token"}
+    assert tok["mrr_retrieval_token"].per_item == {"q1": 0.5, "q2": 0.5, "q3": 1.0, "q4": 0.0}
+    assert tok["topk_acc_token@1"].per_item == {"q1": 0.0, "q2": 0.0, "q3": 1.0, "q4": 0.0}
+    # not annotated (None) is not scored; an empty gold list is scored, with nothing relevant
+    none = retrieval_metrics([["a b"], ["a b"]], [None, []], ks=(1,), ids=["n", "e"])
+    assert none["mrr_retrieval"].per_item == {"e": 0.0}
+    with pytest.raises(MetricError, match="rule"):
+        retrieval_metrics(docs, golds, rule="exact")
     assert ndcg_at_k([1, 0, 0], 3) == 1.0 and ndcg_at_k([0, 0], 2) == 0.0
-    assert has_answer("He was born in New York City.", ["new york"]) and not has_answer("Yorkshire", ["york"])
+    assert ndcg_at_k([0, 1, 1], 2) == approx(0.387, abs=5e-4)
+    assert has_answer("He was born in New York City.", ["new york"]) and has_answer("Yorkshire", ["york"])
+    assert has_answer_token("He was born in New York City.", ["new york"])
+    assert not has_answer_token("Yorkshire", ["york"])
 
 
 # --------------------------------------------------------------------------------------------- QALD
@@ -346,6 +373,14 @@ def test_registry_strategyqa_and_retrieval_rows() -> None:
         "topk_acc@2": 1.0,
         "ndcg@3": approx(1 / math.log2(3)),
     }
+    # 3 documents evaluated: an @k above 3 is not reported (None, n 0); the token variants are registered too
+    _, summary = compute(["ndcg@4", "topk_acc@20", "ndcg_token@2", "mrr_retrieval_token"], retrieval_p, retrieval_q)
+    assert summary == [
+        {"metric": "ndcg@4", "value": None, "n": 0},
+        {"metric": "topk_acc@20", "value": None, "n": 0},
+        {"metric": "ndcg_token@2", "value": approx(1 / math.log2(3)), "n": 1},
+        {"metric": "mrr_retrieval_token", "value": 0.5, "n": 1},
+    ]
     with pytest.raises(MetricError, match="retrieved_texts"):
         compute(["ndcg@5"], [{"question_id": "r1", "answer": "x"}], retrieval_q)
 
@@ -380,6 +415,9 @@ def test_registry_names_and_dynamic_k() -> None:
         "mrr_retrieval",
         *(f"ndcg@{k}" for k in (1, 2, 3, 4, 5, 20, 100)),
         *(f"topk_acc@{k}" for k in (1, 2, 3, 4, 5, 20, 100)),
+        "mrr_retrieval_token",
+        *(f"ndcg_token@{k}" for k in (1, 2, 3, 4, 5, 20, 100)),
+        *(f"topk_acc_token@{k}" for k in (1, 2, 3, 4, 5, 20, 100)),
     ]:
         assert name in METRICS
     items_res = get_metric("recall@7")
