@@ -17,10 +17,15 @@ Which columns each metric reads:
   ``ndcg_token@k``, ``topk_acc_token@k``, ``mrr_retrieval_token`` (whole-token relevance): ``retrieved_texts``
   (required) vs ``gold_answers``; the evaluation depth is the longest ``retrieved_texts`` list among the items
   and an ``@k`` metric with k above it is not reported (value ``None``, ``n`` 0; see ``tasks.metrics.qa``).
-- ``qald_*``: ``answers`` (else ``[answer]``) vs ``gold_answer_qids`` when non-empty, else ``gold_answers``.
-- ``hit1_tog``, ``acc_tog``, ``em_strict``, ``f1_set`` (``answer`` vs ``gold_answers``), ``anchor_acc``
-  (``predicted_entities`` vs ``gold_entities``), ``hit1_tog_retrieval``, ``hit1_tog_cot``, ``cot_rate``
-  (also ``answer_source``, which callers add from the trajectory): see ``tasks.metrics.tog``.
+- ``qald_*``: ``answers`` (else ``[answer]``) vs the union of ``gold_answer_qids`` and the literal gold answers:
+  ``meta.gold_literals`` when the question's ``meta`` (JSON object) has that key (the QALD and LC-QuAD loaders
+  write it: their ``gold_answers`` also hold the entity answers' labels), else ``gold_answers``; not scored when
+  both columns are null. GERBIL's gold set is every value of the gold SPARQL result: see ``tasks.metrics.qald``.
+- ``tog`` family (``hit1_tog``, ``acc_tog``, their ``_answerable``/``_lenient``/``_togeval`` variants,
+  ``em_strict``, ``f1_set``: ``answer`` vs ``gold_answers``; a prediction row with a non-null ``error`` is
+  scored as having no response), ``anchor_acc`` (``predicted_entities`` vs ``gold_entities``),
+  ``hit1_tog_retrieval``, ``hit1_tog_cot``, ``cot_rate`` (also ``answer_source``, which callers add from the
+  trajectory): see ``tasks.metrics.tog``.
 
 A question whose gold column is null (not annotated) is not scored by that metric and not counted in ``n``.
 ``ranked_entities`` and ``retrieved_texts`` are not columns of the ``predictions`` table: callers that
@@ -81,6 +86,8 @@ class EvalItem:
     gold_answers: list[str] | None = None
     gold_answer_qids: list[str] | None = None
     answer_source: str | None = None
+    gold_literals: list[str] | None = None
+    error: str | None = None
 
 
 # ------------------------------------------------------------------------------------------- families
@@ -141,11 +148,10 @@ def _qald_pred(it: EvalItem) -> list[str]:
 
 
 def _qald_gold(it: EvalItem) -> list[str] | None:
-    if it.gold_answer_qids:
-        return it.gold_answer_qids
-    if it.gold_answers is not None:
-        return it.gold_answers
-    return [] if it.gold_answer_qids is not None else None
+    literals = it.gold_literals if it.gold_literals is not None else it.gold_answers
+    if it.gold_answer_qids is None and literals is None:
+        return None
+    return [*(it.gold_answer_qids or []), *(literals or [])]
 
 
 def _fam_qald(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
@@ -154,7 +160,7 @@ def _fam_qald(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, Metr
 
 
 def _fam_tog(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
-    return tog_metrics([it.answer for it in items], [it.gold_answers for it in items],
+    return tog_metrics([None if it.error else it.answer for it in items], [it.gold_answers for it in items],
                        [it.predicted_entities for it in items], [it.gold_entities for it in items],
                        [it.answer_source for it in items], _ids(items))
 
@@ -258,6 +264,20 @@ def _list(value: Any, field: str, qid: str) -> list[Any] | None:
     return list(value)
 
 
+def _gold_literals(meta: Any, qid: str) -> list[Any] | None:
+    """``meta.gold_literals`` of a question row (``meta``: a JSON object string or a dict), else None."""
+    if meta is None or meta == "":
+        return None
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except json.JSONDecodeError as exc:
+            raise MetricError(f"{qid}: meta is not JSON: {meta[:80]!r}") from exc
+    if not isinstance(meta, Mapping) or meta.get("gold_literals") is None:
+        return None
+    return _list(meta["gold_literals"], "meta.gold_literals", qid)
+
+
 def join_items(predictions: Any, questions: Any) -> list[EvalItem]:
     """Join prediction rows with question rows on ``question_id``.
 
@@ -300,6 +320,8 @@ def join_items(predictions: Any, questions: Any) -> list[EvalItem]:
                 gold_answers=_list(q.get("gold_answers"), "gold_answers", qid),
                 gold_answer_qids=_list(q.get("gold_answer_qids"), "gold_answer_qids", qid),
                 answer_source=p.get("answer_source"),
+                gold_literals=_gold_literals(q.get("meta"), qid),
+                error=p.get("error"),
             )
         )
     return items

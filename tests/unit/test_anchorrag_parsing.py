@@ -539,37 +539,50 @@ TOG_ROWS = [
     ("f", "{Sasha Obama and Malia Obama}",
      ["Malia Obama", "Sasha Obama", "Barack Obama"], ["Q76"], ["Q76"], "retrieval"),
 ]
-# Per item, by hand:
+# Per item, by hand (reference rule = AnchorRAG eval_utils; "lenient" = the pre-issue-16 rule; "togeval" =
+# ToG eval/eval.py, which always reads the first brace):
 #   a: "Kenyan shilling" = gold -> hit 1, acc 1/1, em 1, f1 1; anchor Q114 in gold -> 1; retrieval.
+#      togeval reads "{Yes}" -> 0.
 #   b: "Malia Obama" matches 1 of 2 -> hit 1, acc 0.5, em 1; f1 {malia obama} vs {malia, sasha}: P=1, R=1/2
 #      -> 2/3; anchor 1; cot.
 #   c: no braces -> whole sentence; it contains "barackobama" -> hit 1, acc 1; em 0; answer set
 #      {"based on triplets", "answer is barack obama"} shares nothing -> f1 0; no gold topic -> no anchor_acc;
 #      no source -> no split metrics.
-#   d: "{Yes}" then an empty "{}" -> "" never matches -> hit 0, acc 0, em 0, f1 0; anchor Q5 vs Q42 -> 0.
+#   d: "{Yes}" then an empty "{}" -> "" is contained in every gold answer -> hit 1, acc 1 (both references);
+#      lenient: "" never matches -> 0/0; togeval reads "{Yes}" -> 0; em 0, f1 0; anchor Q5 vs Q42 -> 0.
 #   e: no gold answers -> no answer metrics; gold topics [] -> no anchor_acc; cot -> cot_rate 1 only.
 #   f: "sashaobamaandmaliaobama" contains 2 of 3 golds -> hit 1, acc 2/3; em 0; f1 {sasha, malia} vs 3 golds:
 #      P=1, R=2/3 -> 2*(2/3)/(5/3) = 0.8; anchor 1; retrieval.
 EXPECTED_PER_ITEM = {
     "a": {"hit1_tog": 1.0, "acc_tog": 1.0, "em_strict": 1.0, "f1_set": 1.0, "anchor_acc": 1.0,
-          "hit1_tog_retrieval": 1.0, "hit1_tog_cot": 0.0, "cot_rate": 0.0},
+          "hit1_tog_retrieval": 1.0, "hit1_tog_cot": 0.0, "cot_rate": 0.0, "hit1_tog_answerable": 1.0,
+          "acc_tog_answerable": 1.0, "hit1_tog_lenient": 1.0, "acc_tog_lenient": 1.0, "hit1_tog_togeval": 0.0},
     "b": {"hit1_tog": 1.0, "acc_tog": 0.5, "em_strict": 1.0, "f1_set": 2 / 3, "anchor_acc": 1.0,
-          "hit1_tog_retrieval": 0.0, "hit1_tog_cot": 1.0, "cot_rate": 1.0},
-    "c": {"hit1_tog": 1.0, "acc_tog": 1.0, "em_strict": 0.0, "f1_set": 0.0},
-    "d": {"hit1_tog": 0.0, "acc_tog": 0.0, "em_strict": 0.0, "f1_set": 0.0, "anchor_acc": 0.0,
-          "hit1_tog_retrieval": 0.0, "hit1_tog_cot": 0.0, "cot_rate": 0.0},
+          "hit1_tog_retrieval": 0.0, "hit1_tog_cot": 1.0, "cot_rate": 1.0, "hit1_tog_answerable": 1.0,
+          "acc_tog_answerable": 0.5, "hit1_tog_lenient": 1.0, "acc_tog_lenient": 0.5, "hit1_tog_togeval": 1.0},
+    "c": {"hit1_tog": 1.0, "acc_tog": 1.0, "em_strict": 0.0, "f1_set": 0.0, "hit1_tog_answerable": 1.0,
+          "acc_tog_answerable": 1.0, "hit1_tog_lenient": 1.0, "acc_tog_lenient": 1.0, "hit1_tog_togeval": 1.0},
+    "d": {"hit1_tog": 1.0, "acc_tog": 1.0, "em_strict": 0.0, "f1_set": 0.0, "anchor_acc": 0.0,
+          "hit1_tog_retrieval": 1.0, "hit1_tog_cot": 0.0, "cot_rate": 0.0, "hit1_tog_answerable": 1.0,
+          "acc_tog_answerable": 1.0, "hit1_tog_lenient": 0.0, "acc_tog_lenient": 0.0, "hit1_tog_togeval": 0.0},
     "e": {"cot_rate": 1.0},
     "f": {"hit1_tog": 1.0, "acc_tog": 2 / 3, "em_strict": 0.0, "f1_set": 0.8, "anchor_acc": 1.0,
-          "hit1_tog_retrieval": 1.0, "hit1_tog_cot": 0.0, "cot_rate": 0.0},
+          "hit1_tog_retrieval": 1.0, "hit1_tog_cot": 0.0, "cot_rate": 0.0, "hit1_tog_answerable": 1.0,
+          "acc_tog_answerable": 2 / 3, "hit1_tog_lenient": 1.0, "acc_tog_lenient": 2 / 3, "hit1_tog_togeval": 1.0},
 }
 # Summary (value, n), by hand from the table above.
 EXPECTED_SUMMARY = {
-    "hit1_tog": (4 / 5, 5),  # a b c f of a b c d f
-    "acc_tog": ((1 + 0.5 + 1 + 0 + 2 / 3) / 5, 5),  # 19/30 = 0.6333...
+    "hit1_tog": (5 / 5, 5),  # a b c d f
+    "acc_tog": ((1 + 0.5 + 1 + 1 + 2 / 3) / 5, 5),  # 25/30 = 0.8333...
+    "hit1_tog_answerable": (5 / 5, 5),  # every scored question has a gold answer
+    "acc_tog_answerable": (25 / 30, 5),
+    "hit1_tog_lenient": (4 / 5, 5),  # the old hit1_tog: a b c f of a b c d f
+    "acc_tog_lenient": ((1 + 0.5 + 1 + 0 + 2 / 3) / 5, 5),  # 19/30 = 0.6333... (the old acc_tog)
+    "hit1_tog_togeval": (3 / 5, 5),  # b c f
     "em_strict": (2 / 5, 5),  # a b
     "f1_set": ((1 + 2 / 3 + 0 + 0 + 0.8) / 5, 5),  # 37/75 = 0.4933...
     "anchor_acc": (3 / 4, 4),  # a b d f scored; a b f hit
-    "hit1_tog_retrieval": (2 / 4, 4),  # a b d f: a, f hit by retrieval
+    "hit1_tog_retrieval": (3 / 4, 4),  # a b d f: a, d, f hit by retrieval
     "hit1_tog_cot": (1 / 4, 4),  # b hit by CoT
     "cot_rate": (2 / 5, 5),  # a b d e f have a source; b e are CoT
 }
@@ -585,7 +598,8 @@ def test_expected_summary_is_the_mean_of_expected_per_item():
     for metric, (value, n) in EXPECTED_SUMMARY.items():
         scores = [s[metric] for s in EXPECTED_PER_ITEM.values() if metric in s]
         assert (sum(scores) / len(scores), len(scores)) == (approx(value), n)
-    assert EXPECTED_SUMMARY["acc_tog"][0] == approx(19 / 30)
+    assert EXPECTED_SUMMARY["acc_tog"][0] == approx(25 / 30)
+    assert EXPECTED_SUMMARY["acc_tog_lenient"][0] == approx(19 / 30)
     assert EXPECTED_SUMMARY["f1_set"][0] == approx(37 / 75)
 
 
@@ -601,13 +615,15 @@ def test_tog_metrics_hand_computed():
     for q in ("a", "b", "d", "f"):
         assert (res["hit1_tog_retrieval"].per_item[q] + res["hit1_tog_cot"].per_item[q]
                 == res["hit1_tog"].per_item[q])
-    assert res["hit1_tog_retrieval"].value + res["hit1_tog_cot"].value == approx(3 / 4)
+    assert res["hit1_tog_retrieval"].value + res["hit1_tog_cot"].value == approx(4 / 4)
 
 
 def test_tog_metrics_default_ids_and_empty_scoring():
     res = tog_metrics(["{Paris}", "{Rome}"], [["Paris"], ["", None]], [None, None], [None, ["Q1"]], [None, None])
-    # positions as ids; the second question's gold list is empty after dropping blanks -> not scored
-    assert res["hit1_tog"].per_item == {"0": 1.0}
+    # positions as ids; the second question's gold list is [""] (None entries ignored): the references'
+    # substring test finds "" in every answer -> a hit; the lenient rule drops blank aliases -> not scored
+    assert res["hit1_tog"].per_item == {"0": 1.0, "1": 1.0}
+    assert res["hit1_tog_lenient"].per_item == {"0": 1.0}
     assert res["anchor_acc"].per_item == {"1": 0.0}  # predicted anchors None -> no match
     for m in ("hit1_tog_retrieval", "hit1_tog_cot", "cot_rate"):
         assert (res[m].value, res[m].n) == (None, 0)
@@ -702,7 +718,7 @@ def test_registry_join_carries_answer_source():
     res = compute_results(["cot_rate", "hit1_tog"], preds, _question_rows())
     assert list(res) == ["cot_rate", "hit1_tog"]
     assert (res["cot_rate"].value, res["cot_rate"].n) == (approx(0.4), 5)
-    assert (res["hit1_tog"].value, res["hit1_tog"].n) == (approx(0.8), 5)
+    assert (res["hit1_tog"].value, res["hit1_tog"].n) == (approx(1.0), 5)
 
 
 def test_runs_unknown_answer_source_raises():

@@ -206,7 +206,9 @@ def test_qald_gerbil_rules_hand_example() -> None:
     res = qald_metrics(preds, golds, ["a", "b", "c", "d", "e"])
     m_p = (0.5 + 1 + 1 + 0 + 1) / 5
     m_r = (1 + 0 + 1 + 0 + 0.5) / 5
-    assert res["qald_macro_precision"].value == approx(m_p)
+    assert res["qald_macro_precision_qald"].value == approx(m_p)
+    # GERBIL's displayed "Macro Precision" (calculateMeasures): the unanswered b counts as P = 0
+    assert res["qald_macro_precision_gerbil"].value == approx((0.5 + 0 + 1 + 0 + 1) / 5)
     assert res["qald_macro_recall"].value == approx(m_r)
     assert res["qald_macro_f1_gerbil"].value == approx(2 * m_p * m_r / (m_p + m_r))  # 0.58333
     assert res["qald_macro_f1_mean"].value == approx((2 / 3 + 0 + 1 + 0 + 2 / 3) / 5)  # 0.46667
@@ -308,7 +310,9 @@ def test_squad_em_f1_match_official_on_entityquestions(data_root: Path) -> None:
 
 # ----------------------------------------------------------------------------------------- registry
 QUESTIONS = [
-    {"question_id": "q1", "gold_entities": ["Q1"], "gold_answers": ["Paris"], "gold_answer_qids": ["Q90"]},
+    # the QALD loaders' layout: gold_answers = literals + entity labels, meta.gold_literals = the literals alone
+    {"question_id": "q1", "gold_entities": ["Q1"], "gold_answers": ["Paris"], "gold_answer_qids": ["Q90"],
+     "meta": json.dumps({"gold_literals": []})},
     {
         "question_id": "q2",
         "gold_entities": ["Q2", "Q3"],
@@ -341,7 +345,8 @@ def test_registry_compute_joins_and_scores() -> None:
     assert rows["em"]["value"] == 1.0 and rows["em"]["n"] == 3
     # recall@1 over questions with gold entities (q1, q2): (1 + .5)/2
     assert rows["recall@1"]["value"] == approx(0.75) and rows["recall@1"]["n"] == 2
-    # QALD: q1 gold qids {Q90} vs {Q90} -> 1/1/1; q2 gold answers {Rome, Roma} vs {Rome} -> 1/.5;
+    # QALD: q1 gold qids {Q90} + meta.gold_literals {} vs {Q90} -> 1/1/1; q2 gold answers {Rome, Roma} vs
+    # {Rome} -> 1/.5;
     # q3 gold {yes} vs [answer] = {Yes} -> 0/0 (exact ids/values); q4 not annotated
     m_p, m_r = (1 + 1 + 0) / 3, (1 + 0.5 + 0) / 3
     assert rows["qald_macro_f1_gerbil"]["value"] == approx(2 * m_p * m_r / (m_p + m_r))
