@@ -320,6 +320,11 @@ def cmd_run(a: argparse.Namespace) -> int:
     return 0
 
 
+def _num(value: float | None) -> str:
+    """A metric value for the terminal (``-`` for a metric with nothing to score)."""
+    return "-" if value is None else f"{value:.4f}"
+
+
 def _print_metrics(run_id: str) -> None:
     from storage import layout
     from storage.parquet_io import read_table
@@ -327,25 +332,57 @@ def _print_metrics(run_id: str) -> None:
     rows = read_table(layout.run_dir(run_id) / "metrics", "metrics").to_pylist()
     print(f"\nmetrics of {run_id}:")
     for r in rows:
-        print(f"  {r['metric']:<24} {r['value']:>12.4f}   (n={r['n']})")
+        print(f"  {r['metric']:<24} {_num(r['value']):>12}   (n={r['n']})")
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
-    """``linkedqa eval RUN_ID``: recompute metrics from stored predictions and compare to the stored ones."""
-    from tasks.runs.execute import recompute_metrics
+    """``linkedqa eval RUN_ID|--all [--write]``: recompute metrics from stored predictions, compare, store.
 
-    recomputed, stored = recompute_metrics(a.run_id)
-    stored_by = {r["metric"]: r["value"] for r in stored}
-    bad = 0
-    print(f"{'metric':<24} {'recomputed':>12} {'stored':>12}")
-    for r in recomputed:
-        s = stored_by.get(r["metric"])
-        same = s is not None and abs(s - r["value"]) < 1e-9
-        bad += not same
-        print(f"{r['metric']:<24} {r['value']:>12.4f} {s if s is not None else float('nan'):>12.4f}"
-              f"{'' if same else '   MISMATCH'}")
+    Values stored under an older version of the metric rules (manifest ``metrics_format``) are expected to
+    differ: they are listed, and ``--write`` stores the recomputed ones. Under the same version any difference
+    is an error (exit 1).
+    """
+    from storage import layout
+    from storage.catalog import complete_runs, refresh_catalog
+    from storage.manifest import read_manifest
+    from tasks.metrics.base import METRICS_FORMAT
+    from tasks.runs.execute import EFFICIENCY_METRICS, recompute_metrics, rewrite_metrics, stored_metrics_format
+
+    if bool(a.run_id) == bool(a.all):
+        raise ValueError("give one RUN_ID or --all")
+    run_ids = [r for r, _ in complete_runs()] if a.all else [layout.safe_name(a.run_id, "run id")]
+    bad = written = 0
+    for run_id in run_ids:
+        manifest = read_manifest(layout.run_dir(run_id)) or {}
+        fmt = stored_metrics_format(manifest)
+        recomputed, stored = recompute_metrics(run_id)
+        stored_by = {r["metric"]: r["value"] for r in stored}
+        print(f"{run_id}: stored with metrics format {fmt}, current format {METRICS_FORMAT}")
+        print(f"  {'metric':<26} {'recomputed':>12} {'stored':>12}")
+        differ = 0
+        for r in recomputed:
+            s = stored_by.get(r["metric"])
+            v = r["value"]
+            same = r["metric"] in stored_by and (s is v is None or (None not in (s, v) and abs(s - v) < 1e-9))
+            differ += not same
+            print(f"  {r['metric']:<26} {_num(r['value']):>12} {_num(s):>12}"
+                  f"{'' if same else ('   changed' if fmt != METRICS_FORMAT else '   MISMATCH')}")
+        gone = [m for m in stored_by if m not in EFFICIENCY_METRICS and m not in {r["metric"] for r in recomputed}]
+        for m in gone:
+            print(f"  {m:<26} {'-':>12} {_num(stored_by[m]):>12}   no longer computed")
+        if fmt == METRICS_FORMAT:
+            bad += differ + len(gone)
+        elif a.write:
+            rewrite_metrics(run_id)
+            written += 1
+            print(f"  stored the recomputed values (metrics format {fmt} -> {METRICS_FORMAT})")
+        elif differ or gone:
+            print(f"  these values were computed with metrics format {fmt}; `linkedqa eval {run_id} --write` "
+                  "stores the recomputed ones")
+    if written:
+        refresh_catalog()
     if bad:
-        print(f"error: {bad} metric(s) differ from the stored values", file=sys.stderr)
+        print(f"error: {bad} metric(s) differ from the values stored under the same rules", file=sys.stderr)
         return EXIT_OTHER
     return 0
 
@@ -372,7 +409,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         if not rows:
             raise LookupError(f"no metrics for run {a.run!r}")
         for m, v, n in rows:
-            print(f"{m:<24} {v:>12.4f} (n={n})")
+            print(f"{m:<24} {_num(v):>12} (n={n})")
         return 0
     from flows.report_views import print_report
 
@@ -519,8 +556,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dask-address", default=None, help="scheduler of an existing Dask cluster (tcp://host:8786)")
     r.set_defaults(fn=cmd_run)
 
-    e = sub.add_parser("eval", help="recompute a run's metrics from its stored predictions")
-    e.add_argument("run_id")
+    e = sub.add_parser("eval", help="recompute a run's metrics from its stored predictions (and store them "
+                       "with --write when the metric rules changed)")
+    e.add_argument("run_id", nargs="?", default=None)
+    e.add_argument("--all", action="store_true", help="every finished run of LINKEDQA_HOME")
+    e.add_argument("--write", action="store_true",
+                   help="store the recomputed values of runs computed with an older metrics format")
     e.set_defaults(fn=cmd_eval)
 
     rp = sub.add_parser("report", help="metrics table across runs (from the catalog)")

@@ -73,7 +73,7 @@ def print_demo_summary(run_ids: list[str], wall_s: float, root: Path | None = No
         quality = [(m, v) for m, v in s["metrics"].items() if m not in EFFICIENCY_METRICS]
         for j, (m, (v, n)) in enumerate(sorted(quality)):
             table.add_row(s["method"] if j == 0 else "", f"{s['dataset']}/{s['split']}" if j == 0 else "",
-                          m, f"{v:.4f}", str(n))
+                          m, "-" if v is None else f"{v:.4f}", str(n))
         table.add_section()
     console.print()
     console.print(table)

@@ -17,6 +17,9 @@
 # of the paper each comes from). They were obtained with other models (Llama-3 8B, GPT-4o-mini, ...) on full
 # knowledge bases; linkedqa's defaults run a 0.5B model on a sample KB, so the columns are side by side for
 # orientation, not as a reproduction claim. A missing measured value means no such run exists yet.
+# Measured values are computed with the benchmarks' reference rules (README "Metrics and their reference
+# scripts"); `metrics_format` says which version of the rules each value was computed with: a value below the
+# current version comes from a run stored before a correction (`linkedqa eval --all --write` recomputes it).
 
 # %%
 import json
@@ -41,7 +44,7 @@ numbers_file = layout.REPO_ROOT / "notebooks" / "paper_numbers.json"
 published = pl.DataFrame(json.loads(Path(numbers_file).read_text()), infer_schema_length=None)
 # ER rows differ by document length W and entity source (gold annotations vs a linking run): both are keys
 measured = con.sql(
-    "select m.method, m.dataset, m.split, m.metric, m.value, m.n, r.model, r.kb_version, m.run_id, "
+    "select m.method, m.dataset, m.split, m.metric, m.value, m.n, m.metrics_format, r.model, r.kb_version, m.run_id, "
     "try_cast(json_extract_string(r.config, '$.settings.words') as bigint) as words, "
     "case when json_extract_string(r.config, '$.settings.entities') like 'run:%' then 'run' "
     "else json_extract_string(r.config, '$.settings.entities') end as entities "
@@ -49,8 +52,12 @@ measured = con.sql(
 ).pl()
 published = published.with_columns(pl.col("setting").struct.field("words").alias("words"),
                                    pl.col("setting").struct.field("entities").alias("entities"))
+from tasks.metrics.base import METRICS_FORMAT  # noqa: E402
+
+stale = measured.filter(pl.col("metrics_format") < METRICS_FORMAT)["run_id"].unique().to_list()
 print(f"{published.height} published figures, {measured.height} measured metric rows "
-      f"from {measured['run_id'].n_unique()} latest runs")
+      f"from {measured['run_id'].n_unique()} latest runs; metric rules version {METRICS_FORMAT}"
+      + (f"; {len(stale)} run(s) stored under older rules: {', '.join(stale)}" if stale else ""))
 
 
 # %%
@@ -62,7 +69,8 @@ def side_by_side(paper: str) -> pl.DataFrame:
     )
     meas = measured.select(
         pl.col("method").alias("linkedqa_method"), "dataset", "metric", "words", "entities",
-        pl.col("value").alias("measured"), pl.col("n").alias("n_measured"), pl.col("model").alias("our_model"),
+        pl.col("value").alias("measured"), pl.col("n").alias("n_measured"), "metrics_format",
+        pl.col("model").alias("our_model"),
     )
     keys = ["linkedqa_method", "dataset", "metric", "words", "entities"]
     return pub.join(meas, on=keys, how="left", nulls_equal=True).sort("table", "method", "split")

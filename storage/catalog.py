@@ -173,10 +173,16 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
 
     runs = complete_runs(root)
     for table in ("predictions", "metrics", "runs"):
-        sources = [_Source(part_files(layout.run_dir(r, root) / table), "_run", r, {}) for r, _ in runs]
+        # metrics carry the version of the metric rules their values were computed with (manifest; 1 = before
+        # it was recorded), so values of different rule versions never mix silently
+        fmt = table == "metrics"
+        sources = [_Source(part_files(layout.run_dir(r, root) / table), "_run", r,
+                           {"metrics_format": str(m.get("metrics_format", 1))} if fmt else {}) for r, m in runs]
         counts[table] = sum(1 for s in sources if s.files)
-        body = _union_sql(table, sources, root, ("_run",))
-        con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * EXCLUDE (_run) FROM ({body})")
+        body = _union_sql(table, sources, root, ("_run", "metrics_format") if fmt else ("_run",))
+        cols = "* EXCLUDE (_run, metrics_format), CAST(metrics_format AS INTEGER) AS metrics_format" if fmt else (
+            "* EXCLUDE (_run)")
+        con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {cols} FROM ({body})")
     # latest run per (method, dataset, split); ties broken by run_id
     con.execute(
         "CREATE OR REPLACE VIEW latest_runs AS SELECT * FROM runs "

@@ -65,7 +65,7 @@ def resolve_mode(stream: IO[str] | None = None, mode: str | None = None) -> str:
     """The effective mode: ``mode``, else ``$LINKEDQA_PROGRESS``, else ``tty`` if ``stream`` is a terminal.
 
     Args:
-        stream: Where output goes (default ``sys.stderr``).
+        stream: Where output goes (default ``sys.stdout``: errors alone go to stderr).
         mode: ``tty``, ``plain``, ``off`` or ``auto``/``None``.
 
     Returns:
@@ -76,7 +76,7 @@ def resolve_mode(stream: IO[str] | None = None, mode: str | None = None) -> str:
         m = "off"
     if m in MODES:
         return m
-    s = stream if stream is not None else sys.stderr
+    s = stream if stream is not None else sys.stdout
     try:
         return "tty" if s is not None and s.isatty() else "plain"
     except (AttributeError, ValueError, OSError):
@@ -142,7 +142,7 @@ class Progress:
         self.unit = unit or ""
         self.n: float = 0
         self.postfix: dict[str, Any] = {}
-        s = stream if stream is not None else sys.stderr
+        s = stream if stream is not None else sys.stdout
         # while a live display runs, sys.stdout/sys.stderr are rich FileProxy objects: use the real stream
         self.stream = getattr(s, "rich_proxied_file", s)
         self.mode = resolve_mode(self.stream, mode)
@@ -313,7 +313,7 @@ def progress(desc: str, total: float | None = None, unit: str | None = "item", *
         desc: What is running.
         total: Expected count, or ``None`` when unknown.
         unit: ``"B"``, a unit name such as ``"item"``/``"row"``, or ``""`` for a phase without a counter.
-        stream: Output stream (default ``sys.stderr`` at creation time).
+        stream: Output stream (default ``sys.stdout`` at creation time).
         mode: Force ``tty``, ``plain`` or ``off`` (default: ``$LINKEDQA_PROGRESS``, else auto-detect).
         interval: Seconds between time-based plain lines (default ``$LINKEDQA_PROGRESS_INTERVAL`` or 30).
     """
@@ -337,7 +337,7 @@ def track(iterable: Iterable[T], desc: str, total: float | None = None, unit: st
         total: Expected count (default: ``len(iterable)`` if defined).
         unit: Unit name.
         every: Report once per this many items (keeps cheap loops cheap).
-        stream: Output stream (default ``sys.stderr``).
+        stream: Output stream (default ``sys.stdout``).
         mode: Force a mode (see :func:`resolve_mode`).
     """
     if total is None:

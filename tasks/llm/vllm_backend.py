@@ -63,6 +63,9 @@ class _Engine:
 
 
 _ENGINES: dict[EngineConfig, _Engine] = {}
+#: What this process's engines have processed (requests sent to ``llm.chat``, prompt and generated tokens);
+#: read by the tests' per-test token budgets and by benchmarks.
+USAGE = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
 _REGISTRY_LOCK = threading.Lock()
 
 
@@ -273,6 +276,9 @@ class VLLMBackend:
         if len(outs) != len(reqs):
             raise RuntimeError(f"vLLM returned {len(outs)} outputs for {len(reqs)} prompts")
         per = wall / len(reqs)
+        USAGE["requests"] += len(outs)
+        USAGE["prompt_tokens"] += sum(len(o.prompt_token_ids or ()) for o in outs)
+        USAGE["completion_tokens"] += sum(len(o.outputs[0].token_ids) for o in outs)
         res = []
         for o in outs:
             c = o.outputs[0]

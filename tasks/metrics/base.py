@@ -20,6 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+#: Version of the metric rules. A run's manifest records the version its stored values were computed with
+#: (runs finished before the field existed are version 1); ``linkedqa eval RUN_ID --write`` recomputes a stored
+#: run's values under the current rules, and the catalog's metric views show the version of every value.
+#:
+#: * 1: linkedqa's own rules up to issue 16;
+#: * 2: each metric reproduces its benchmark's reference evaluation script under the paper's name (README
+#:   "Metrics and their reference scripts"); other conventions are extra metrics with names of their own.
+METRICS_FORMAT = 2
+
 
 class MetricError(ValueError):
     """Inputs a metric cannot score (bad gold format, unknown question, unknown metric...)."""

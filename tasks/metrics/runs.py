@@ -51,7 +51,10 @@ def ranked_from_answers(answers: Sequence[str] | None) -> list[list[str]]:
     return [per[i] for i in sorted(per)]
 
 
-RETRIEVAL_METRICS = [*(f"ndcg@{k}" for k in RETRIEVAL_KS), *(f"topk_acc@{k}" for k in RETRIEVAL_KS), "mrr_retrieval"]
+# the reference script's rule (substring relevance) under the paper's names, then linkedqa's whole-token variant
+RETRIEVAL_METRICS = [*(f"ndcg@{k}" for k in RETRIEVAL_KS), *(f"topk_acc@{k}" for k in RETRIEVAL_KS), "mrr_retrieval",
+                     *(f"ndcg_token@{k}" for k in RETRIEVAL_KS), *(f"topk_acc_token@{k}" for k in RETRIEVAL_KS),
+                     "mrr_retrieval_token"]
 FLAG_SUMS = {"fallback": "fallback_count", "missing_articles": "missing_articles", "parse_failures": "parse_failures"}
 
 

@@ -34,6 +34,7 @@ from tasks.agents.registry import get_method
 from tasks.agents.runtime import RunProgress, run_agents
 from tasks.datasets.registry import dataset_task
 from tasks.datasets.store import latest_dataset_folder, store_dataset
+from tasks.metrics.base import METRICS_FORMAT
 from tasks.metrics.runs import per_item_scores, summary_metrics
 from tasks.progress import progress
 from tasks.runs.backends import get_backend
@@ -290,6 +291,7 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
         "shards": shard_recs,
         "started_at": started_at,
         "wall_s": round(wall_s, 3),
+        "metrics_format": METRICS_FORMAT,
         "schema": {"predictions": [f.name for f in PREDICTIONS]},
     })
     return metric_rows
@@ -350,19 +352,76 @@ def method_index_paths(plan: RunPlan, root: Path | None) -> list[Path] | None:
     return paths
 
 
+def stored_metrics_format(manifest: dict) -> int:
+    """The metric-rules version a finished run's stored values were computed with (1 before it was recorded)."""
+    return int(manifest.get("metrics_format", 1))
+
+
 def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict], list[dict]]:
-    """``linkedqa eval``: recompute summary metrics from stored predictions; return (recomputed, stored)."""
+    """``linkedqa eval``: recompute summary metrics from stored predictions; return (recomputed, stored).
+
+    Only the metrics computed from predictions are recomputed; the cost rows (:data:`EFFICIENCY_METRICS`:
+    wall time, tokens, memory...) describe the original execution and are not in ``recomputed``.
+    """
+    plan, rdir, _ = _finished_run(run_id, root)
+    preds = read_predictions(run_id, root).to_pylist()
+    family, extra = _metric_family(plan)
+    recomputed = summary_metrics(family, preds, plan_questions(plan, root), extra)
+    stored = pq.read_table(rdir / "metrics").to_pylist()
+    return recomputed, stored
+
+
+def _finished_run(run_id: str, root: Path | None) -> tuple[RunPlan, Path, dict]:
     from tasks.runs.config import load_plan
 
     plan = load_plan(run_id, root)
     rdir = layout.run_dir(run_id, root)
-    if read_manifest(rdir) is None:
+    manifest = read_manifest(rdir)
+    if manifest is None:
         raise RuntimeError(f"run {run_id} is unfinished (no manifest); re-run its command to resume it")
-    preds = read_predictions(run_id, root).to_pylist()
+    return plan, rdir, manifest
+
+
+def _metric_family(plan: RunPlan) -> tuple[str, list[str]]:
     method_cls = get_method(plan.config.method)
     task = dataset_task(plan.config.dataset)
     method = method_cls(method_cls.Settings(**plan.method_settings))
-    recomputed = summary_metrics(method_cls.family_for(task), preds, plan_questions(plan, root),
-                                 method.extra_metrics(task))
-    stored = pq.read_table(rdir / "metrics").to_pylist()
-    return recomputed, stored
+    return method_cls.family_for(task), method.extra_metrics(task)
+
+
+def rewrite_metrics(run_id: str, root: Path | None = None) -> dict:
+    """Recompute a finished run's metrics under the current rules and store them (``linkedqa eval --write``).
+
+    Rewrites, each atomically: every predictions part (its per-item ``scores``: the metrics' item scores are
+    replaced, method-specific extra scores kept), the metrics part (recomputed rows plus the stored cost rows),
+    and last the manifest (``metrics_format`` set to :data:`METRICS_FORMAT`, the previous version and the time
+    kept under ``metrics_history``). A crash in between leaves the run readable; re-running finishes it.
+
+    Returns:
+        ``{"from": old version, "to": new version, "changed": {metric: (old, new)}}``.
+    """
+    plan, rdir, manifest = _finished_run(run_id, root)
+    family, extra = _metric_family(plan)
+    questions = plan_questions(plan, root)
+    for part in part_files(rdir / "predictions"):
+        rows = read_table(part, "predictions").to_pylist()
+        scores = per_item_scores(family, rows, questions, extra)
+        for r in rows:
+            r["scores"] = {**dict(r["scores"] or {}), **scores.get(r["question_id"], {})}
+        write_table(rows, "predictions", part)
+    recomputed, stored = recompute_metrics(run_id, root)
+    old = {r["metric"]: r["value"] for r in stored}
+    base = {k: stored[0][k] for k in ("run_id", "method", "dataset", "split")} if stored else {
+        "run_id": run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split}
+    rows = [{**base, "metric": m["metric"], "value": m["value"], "n": m["n"]} for m in recomputed]
+    rows += [r for r in stored if r["metric"] in EFFICIENCY_METRICS]
+    write_table(rows, "metrics", rdir / "metrics" / layout.part_name(0, 1))
+    before = stored_metrics_format(manifest)
+    history = [*manifest.get("metrics_history", []), {"metrics_format": before, "replaced_at": now_iso()}]
+    write_manifest(rdir, {**manifest, "metrics_format": METRICS_FORMAT, "metrics_history": history,
+                          "row_counts": {**manifest.get("row_counts", {}), "metrics": len(rows)}})
+    new = {r["metric"]: r["value"] for r in rows}
+    changed = {m: (old.get(m), v) for m, v in new.items() if old.get(m) is None or v is None
+               or abs(old[m] - v) > 1e-12}
+    changed.update({m: (v, None) for m, v in old.items() if m not in new})
+    return {"from": before, "to": METRICS_FORMAT, "changed": changed}

@@ -38,3 +38,44 @@ def embedded_llm(embedded_models_root: Path) -> Iterator:
     backend = VLLMBackend(EngineConfig(max_model_len=4096), models_root=embedded_models_root)
     yield backend
     backend.close()
+
+
+# ------------------------------------------------------------------ token budgets of the LLM tests
+_TOKENS: dict[str, tuple[int, int]] = {}
+
+
+@pytest.fixture(autouse=True)
+def _llm_token_budget(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Count the tokens this process's engine spends in each test; enforce ``@pytest.mark.llm_budget``.
+
+    ``@pytest.mark.llm_budget(prompt=P, completion=C)``: the test fails when the session engine processed more
+    than P prompt or C generated tokens during it (the worst case that keeps `make test` within 30 min on a
+    2-core CPU without AVX-512; a test's CLI subprocesses bound theirs by their command-line limits instead).
+    """
+    import sys
+
+    usage = sys.modules.get("tasks.llm.vllm_backend")
+    before = dict(usage.USAGE) if usage else {"prompt_tokens": 0, "completion_tokens": 0}
+    yield
+    usage = sys.modules.get("tasks.llm.vllm_backend")
+    if usage is None:
+        return
+    spent = (usage.USAGE["prompt_tokens"] - before["prompt_tokens"],
+             usage.USAGE["completion_tokens"] - before["completion_tokens"])
+    if any(spent):
+        _TOKENS[request.node.nodeid] = spent
+    mark = request.node.get_closest_marker("llm_budget")
+    if mark is not None:
+        prompt, completion = mark.kwargs["prompt"], mark.kwargs["completion"]
+        assert spent[0] <= prompt and spent[1] <= completion, (
+            f"LLM token budget exceeded: {spent[0]:,} prompt / {spent[1]:,} generated tokens, "
+            f"budget {prompt:,} / {completion:,}")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest hook
+    """The tests that made the session engine work hardest (prompt + generated tokens)."""
+    if not _TOKENS:
+        return
+    terminalreporter.section("LLM tokens per test (session engine; prompt / generated)")
+    for nodeid, (p, c) in sorted(_TOKENS.items(), key=lambda kv: -sum(kv[1]))[:15]:
+        terminalreporter.write_line(f"{p:>9,} / {c:>7,}  {nodeid}")

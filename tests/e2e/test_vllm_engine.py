@@ -39,7 +39,8 @@ def ask(text: str, **sampling) -> ChatRequest:
 def test_embedded_model_prepared(embedded_llm, embedded_models_root: Path) -> None:
     marker = read_marker(embedded_models_root / EMBEDDED_MODEL)
     assert marker["gguf_sha256"] == marker["gguf_sha256_pinned"]
-    assert embedded_llm.model_id == EMBEDDED_MODEL
+    # cache keys name the model, plus the dtype where it is not the model's own bf16 (float32 on AVX2-only CPUs)
+    assert embedded_llm.model_id == EMBEDDED_MODEL + ("" if embedded_llm.dtype == "bfloat16" else "@float32")
     assert not (embedded_models_root / "_gguf" / f"{EMBEDDED_MODEL}.gguf").exists()  # intermediate deleted
 
 

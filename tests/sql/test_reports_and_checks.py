@@ -271,3 +271,65 @@ def test_checks_catch_corrupted_copies(warehouse, tmp_path: Path):
     assert edited[0]["stored_value"] - edited[0]["recomputed_value"] == pytest.approx(0.01)
     dup = {r["metric"] for r in found["metrics_reproducible"] if r["run_id"] == "dup"}
     assert {"kb_coverage", "llm_calls", "tokens_per_item", "error_count"} <= dup  # n is 205, not 200
+
+
+# ------------------------------------------------------------------------------------------ metrics format
+def test_eval_write_recomputes_a_run_of_an_older_metrics_format(warehouse, tmp_path: Path, monkeypatch, capsys):
+    """A run stored under older metric rules is listed as such, recomputed by `eval --write`, and the catalog's
+    metric views say which rules each value was computed with."""
+    import json
+
+    from flows.cli import main
+    from storage.manifest import read_manifest, write_manifest
+    from tasks.metrics.base import METRICS_FORMAT
+    from tasks.runs.execute import recompute_metrics
+
+    root = tmp_path / "warehouse"
+    shutil.copytree(warehouse["root"], root, ignore=shutil.ignore_patterns("catalog*.duckdb*"))
+    monkeypatch.setenv("LINKEDQA_HOME", str(root))
+    run_id = warehouse["webqsp"]
+    rdir = layout.run_dir(run_id, root)
+    assert read_manifest(rdir)["metrics_format"] == METRICS_FORMAT  # new runs record the current rules
+
+    def fmt_in_catalog() -> set[int]:
+        con = duckdb.connect(str(refresh_catalog(root)), read_only=True)
+        try:
+            return {r[0] for r in con.execute("select distinct metrics_format from latest_metrics where run_id = ?",
+                                              [run_id]).fetchall()}
+        finally:
+            con.close()
+
+    # make it an old run: no recorded version (= 1) and a value that the current rules do not give
+    man = read_manifest(rdir)
+    write_manifest(rdir, {k: v for k, v in man.items() if k != "metrics_format"})
+    part = part_files(rdir / "metrics")[0]
+    rows = read_table(part, "metrics").to_pylist()
+    for r in rows:
+        if r["metric"] == "recall@50":
+            r["value"] = 0.123
+    write_table(rows, "metrics", part)
+    assert fmt_in_catalog() == {1}
+
+    assert main(["eval", run_id]) == 0  # an older format differs as expected: listed, not an error
+    out = capsys.readouterr().out
+    assert f"stored with metrics format 1, current format {METRICS_FORMAT}" in out and "changed" in out
+    assert f"linkedqa eval {run_id} --write" in out
+    assert main(["eval", run_id, "--write"]) == 0
+    recomputed, stored = recompute_metrics(run_id, root)
+    stored_by = {r["metric"]: r["value"] for r in stored}
+    assert all(stored_by[r["metric"]] == pytest.approx(r["value"]) for r in recomputed)
+    assert stored_by["recall@50"] != 0.123 and stored_by["wall_s"] > 0  # cost rows kept
+    man = read_manifest(rdir)
+    assert man["metrics_format"] == METRICS_FORMAT and man["metrics_history"][0]["metrics_format"] == 1
+    assert fmt_in_catalog() == {METRICS_FORMAT}
+    assert main(["eval", "--all"]) == 0  # every run current: nothing differs
+    capsys.readouterr()
+
+    # under the same rules a difference is an error
+    rows = read_table(part, "metrics").to_pylist()
+    rows[0]["value"] = (rows[0]["value"] or 0) + 1
+    write_table(rows, "metrics", part)
+    assert main(["eval", run_id]) == 1
+    assert "MISMATCH" in capsys.readouterr().out
+    assert main(["eval"]) == 2 and "give one RUN_ID or --all" in capsys.readouterr().err
+    assert json.loads((rdir / "manifest.json").read_text())["metrics_format"] == METRICS_FORMAT

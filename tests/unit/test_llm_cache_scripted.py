@@ -207,7 +207,7 @@ class _FakeLLM:
         return _FakeTokenizer()
 
     def chat(self, convs, params, use_tqdm=True):
-        assert use_tqdm is False and len(convs) == len(params)
+        assert (use_tqdm is False or callable(use_tqdm)) and len(convs) == len(params)
         self.batches.append(len(convs))
         if any("BOOM" in c[-1]["content"] for c in convs):
             raise RuntimeError("engine step failed")

@@ -265,7 +265,7 @@ def test_stage_shard_reports_bytes_in_plain_mode(data_root: Path, tmp_path: Path
     monkeypatch.setenv(P.ENV_MODE, "plain")
     monkeypatch.setattr(stage, "REPORT_ROWS", 2000)
     buf = io.StringIO()
-    monkeypatch.setattr("sys.stderr", buf)
+    monkeypatch.setattr("sys.stdout", buf)
     spec = InputSpec(kind="wikidata-json", path=str(path), source="test", shards=(Shard(by_lines=True),))
     rec = stage.stage_shard("t-00000000", spec, Shard(by_lines=True), tmp_path)
     lines = [line for line in _lines(buf) if line.startswith(f"[stage {path.name} [1/1]]")]
@@ -319,7 +319,7 @@ def test_gguf_tensor_loop_is_reported(tmp_path: Path, no_heartbeat, monkeypatch)
 
     monkeypatch.setenv(P.ENV_MODE, "plain")
     buf = io.StringIO()
-    monkeypatch.setattr("sys.stderr", buf)
+    monkeypatch.setattr("sys.stdout", buf)
     orig = gguf_utils.tqdm
     with models._tensor_progress("qwen"):
         assert list(gguf_utils.tqdm(range(20), desc="Converting and de-quantizing GGUF tensors...")) == list(range(20))
