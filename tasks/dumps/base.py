@@ -114,40 +114,34 @@ class _CountingRaw(io.RawIOBase):
         super().close()
 
 
-class _OwningGzip(gzip.GzipFile):
+class _ClosesOwned:
+    """Mixin of the decompressing readers below: closing the reader also closes the file it was opened on."""
+
+    _owned: io.BufferedReader
+
+    def close(self) -> None:
+        try:
+            super().close()  # type: ignore[misc]
+        finally:
+            self._owned.close()
+
+
+class _OwningGzip(_ClosesOwned, gzip.GzipFile):
     def __init__(self, fh: io.BufferedReader):
         super().__init__(fileobj=fh, mode="rb")
         self._owned = fh
 
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._owned.close()
 
-
-class _OwningBZ2(bz2.BZ2File):
+class _OwningBZ2(_ClosesOwned, bz2.BZ2File):
     def __init__(self, fh: io.BufferedReader):
         super().__init__(fh, "rb")
         self._owned = fh
 
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._owned.close()
 
-
-class _OwningLZMA(lzma.LZMAFile):
+class _OwningLZMA(_ClosesOwned, lzma.LZMAFile):
     def __init__(self, fh: io.BufferedReader):
         super().__init__(fh, "rb")
         self._owned = fh
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._owned.close()
 
 
 def open_text_stream(path: Path) -> io.BufferedIOBase:

@@ -237,7 +237,13 @@ class AlignmentScorer:
                 score = 2 * sim - self._r_s[pos][:, None] - self._r_t[None, :]
             top = np.argpartition(-score, k - 1, axis=1)[:, :k]
             for i in range(len(pos)):
-                idx = top[i][np.lexsort((top[i], -score[i, top[i]]))]
+                # argpartition keeps an arbitrary subset of the targets tied with the k-th score: keep the
+                # lowest positions among them, so the top k is that of a stable sort (OpenEA's order, issue 16)
+                row, kth = score[i], score[i, top[i]].min()
+                above = np.flatnonzero(row > kth)
+                tied = np.flatnonzero(row == kth)[: k - len(above)]
+                top_i = top[i] if np.isnan(kth) else np.concatenate([above, tied])
+                idx = top_i[np.lexsort((top_i, -row[top_i]))]
                 out.append([Candidate(self.targets[j], float(score[i, j]), float(sim[i, j])) for j in idx])
         return out
 

@@ -72,9 +72,19 @@ class ResponseCache:
             self.path, timeout=self._busy_ms / 1000, check_same_thread=False, isolation_level=None
         )
         conn.execute(f"PRAGMA busy_timeout={self._busy_ms}")
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(_SCHEMA)
+        # switching a new database to WAL takes an exclusive lock for which SQLite may not call the busy
+        # handler: two processes opening the same new cache at once can get "database is locked" here
+        deadline = time.monotonic() + self._busy_ms / 1000
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(_SCHEMA)
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         self._conn, self._pid = conn, os.getpid()
         return conn
 

@@ -49,6 +49,7 @@ def _notes(p: dict) -> list[dict]:
     return [t for t in json.loads(p["trajectory"]) if t["kind"] == "note"]
 
 
+@pytest.mark.llm_budget(prompt=20_000, completion=3_500)
 def test_anchorrag_and_tog_with_the_real_engine(tog_env, embedded_llm, tog_home, data_root):
     from tasks.agents.base import MethodContext
     from tasks.agents.registry import get_method
@@ -87,6 +88,7 @@ def test_anchorrag_and_tog_with_the_real_engine(tog_env, embedded_llm, tog_home,
     assert sum(o["llm_calls"] for o in results["anchorrag"]) > sum(o["llm_calls"] for o in results["tog"])
 
 
+@pytest.mark.llm_budget(prompt=8_500, completion=2_000)
 def test_anchorrag_through_the_flow_on_the_noisy_split(tog_env, embedded_llm, prefect_harness):
     from flows.run_method import run_method
     from tasks.runs.config import RunConfig

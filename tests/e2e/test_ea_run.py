@@ -23,6 +23,7 @@ SETTINGS = {"k": "5", "tune": "false", "w_name": "0", "w_neighbour": "0"}
 N = 8  # entities: the token budget of this test is N x (planning + alignment calls) at the method's bounds
 
 
+@pytest.mark.llm_budget(prompt=26_000, completion=2_000)
 def test_ea_agent_on_8_fr_en_test_entities(home: Path, data_root: Path, embedded_models_root: Path,
                                             embedded_llm, prefect_harness, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("LINKEDQA_MODELS", str(embedded_models_root))
@@ -76,6 +77,7 @@ def test_ea_agent_on_8_fr_en_test_entities(home: Path, data_root: Path, embedded
                                                       "tokens_per_item", "wall_s")))
 
 
+@pytest.mark.llm_budget(prompt=16_000, completion=1_000)
 def test_ea_agent_rounds_on_train_entities_export_sft_per_round(home: Path, data_root: Path,
                                                                  embedded_models_root: Path, embedded_llm,
                                                                  prefect_harness, monkeypatch: pytest.MonkeyPatch):

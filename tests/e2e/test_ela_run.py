@@ -51,6 +51,7 @@ def test_search_recall_on_webqsp_el(run_env, prefect_harness):
     assert m["llm_calls"]["value"] == 0
 
 
+@pytest.mark.llm_budget(prompt=15_000, completion=1_152)
 def test_ela_end_to_end_with_the_embedded_model(run_env, embedded_llm, prefect_harness):
     from tasks.runs.config import RunConfig
     from tasks.runs.execute import recompute_metrics
@@ -96,6 +97,7 @@ def test_ela_end_to_end_with_the_embedded_model(run_env, embedded_llm, prefect_h
     assert _run(cfg) == run_id and (rdir / "manifest.json").stat().st_mtime == mtime
 
 
+@pytest.mark.llm_budget(prompt=4_000, completion=600)
 def test_sigkill_mid_shard_then_resume(run_env, embedded_llm, prefect_harness, tmp_path, embedded_models_root):
     """Kill a real `linkedqa run` after its first shard is written; the re-run completes it exactly."""
     from tasks.runs.config import RunConfig
@@ -159,6 +161,7 @@ def test_sigkill_mid_shard_then_resume(run_env, embedded_llm, prefect_harness, t
     assert traj and all(t["cached"] for t in traj)
 
 
+@pytest.mark.llm_budget(prompt=3_000, completion=160)  # the in-process resume: 1 question at 64 + 96 tokens
 @pytest.mark.parametrize(("sig", "tokens"), [(signal.SIGTERM, ("64", "96")), (signal.SIGINT, ("63", "80"))],
                          ids=["SIGTERM", "SIGINT"])
 def test_stop_signal_mid_llm_step_then_resume(run_env, embedded_llm, prefect_harness, tmp_path, embedded_models_root,

@@ -147,6 +147,7 @@ def test_kgqa_methods_through_sparql_on_oxigraph(duckdb_outputs, items, backend,
             assert o["error"].startswith("AgentError: KG error in kg_link: KGError: "), o["error"]
 
 
+@pytest.mark.llm_budget(prompt=4_000, completion=1_000)
 def test_kg_1hop_through_the_flow(run_env, embedded_llm, prefect_harness):
     from flows.run_method import run_method
     from tasks.runs.config import RunConfig
