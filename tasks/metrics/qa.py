@@ -148,6 +148,29 @@ def _answer_metric(
     return mean_result(name, per)
 
 
+def extract_factoid_qa_answer(prediction: str | None) -> str:
+    """FactoidQA's answer extraction before EM/F1 (Entity Retrieval paper's scripts).
+
+    Rule of ``extract_factoid_qa_answer`` in ``src/eval.py`` and ``src/generate_table_2.py`` of
+    ``shavarani/EntityRetrieval`` at commit ``198cdeea24a263b17bac7067bab9a364dae70516``: strip and lower-case
+    a copy; when it starts with "yes" the answer is "Yes", when it starts with "no" it is "No" (so "Norway"
+    becomes "No"), an empty answer is "N/A"; anything else is kept as it was (unstripped, original case).
+    A missing prediction (``None``, an item that failed) is the empty answer.
+    """
+    text = prediction or ""
+    low = text.strip().lower()
+    if low[:3] == "yes":
+        return "Yes"
+    if low[:2] == "no":
+        return "No"
+    return text if text else "N/A"
+
+
+#: Per-dataset answer extraction applied before ``em``/``f1``/``acc_sub`` (the reference scripts' extractors;
+#: EntityQuestions' strip + lower-case is a no-op under SQuAD normalisation, so it needs none here).
+ANSWER_EXTRACTORS: dict[str, Callable[[str | None], str]] = {"factoidqa": extract_factoid_qa_answer}
+
+
 def em(
     predictions: Sequence[str | None],
     gold_answers: Sequence[Iterable[str] | None],

@@ -49,7 +49,7 @@ from typing import Any
 from tasks.metrics.alignment import ALIGNMENT_METRICS, alignment_family
 from tasks.metrics.base import MetricError, MetricResult, merge_results
 from tasks.metrics.linking import DEFAULT_KS, LINKING_METRICS, hit_at_1, linking_metrics, recall_at_k
-from tasks.metrics.qa import RETRIEVAL_KS, acc_sub, em, f1, retrieval_metrics, strategyqa_metrics
+from tasks.metrics.qa import ANSWER_EXTRACTORS, RETRIEVAL_KS, acc_sub, em, f1, retrieval_metrics, strategyqa_metrics
 from tasks.metrics.qald import QALD_METRICS, qald_metrics
 from tasks.metrics.tog import TOG_METRICS, tog_metrics
 
@@ -88,6 +88,7 @@ class EvalItem:
     answer_source: str | None = None
     gold_literals: list[str] | None = None
     error: str | None = None
+    dataset: str | None = None
 
 
 # ------------------------------------------------------------------------------------------- families
@@ -114,9 +115,15 @@ def _fam_hit1(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, Metr
     return {"hit1": hit_at_1([_ranked(it) for it in sel], [it.gold_entities for it in sel], _ids(sel))}
 
 
+def _extracted(it: EvalItem) -> str | None:
+    """The item's answer after its dataset's reference answer extraction (``qa.ANSWER_EXTRACTORS``)."""
+    extract = ANSWER_EXTRACTORS.get(it.dataset or "")
+    return extract(it.answer) if extract else it.answer
+
+
 def _fam_answer(fn: Callable[..., MetricResult], items: Sequence[EvalItem], _ks: tuple[int, ...]):
     sel = [it for it in items if it.gold_answers is not None]
-    res = fn([it.answer for it in sel], [it.gold_answers for it in sel], _ids(sel))
+    res = fn([_extracted(it) for it in sel], [it.gold_answers for it in sel], _ids(sel))
     return {res.name: res}
 
 
@@ -322,6 +329,7 @@ def join_items(predictions: Any, questions: Any) -> list[EvalItem]:
                 answer_source=p.get("answer_source"),
                 gold_literals=_gold_literals(q.get("meta"), qid),
                 error=p.get("error"),
+                dataset=p.get("dataset") or q.get("dataset"),
             )
         )
     return items
