@@ -14,11 +14,13 @@ thread (it lives as long as the process); Prefect's clients then find the runnin
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 
 PR_SET_PDEATHSIG = 1
 
@@ -44,17 +46,33 @@ def bind_ephemeral_server() -> str | None:
         return None
     if threading.current_thread() is not threading.main_thread():
         return None
-    import subprocess
-
     from prefect.server.api.server import SubprocessASGIServer
 
     server = SubprocessASGIServer()  # the process-wide singleton Prefect's clients use
     if server.running:
         return server.api_url
+    with uvicorn_dies_with_this_process():
+        server.start()  # also registers Prefect's own atexit stop() for a normal exit
+    return server.api_url
+
+
+@contextlib.contextmanager
+def uvicorn_dies_with_this_process() -> Iterator[None]:
+    """Within the block, a ``uvicorn`` child started from this thread gets the parent-death signal (Linux).
+
+    Used by :func:`bind_ephemeral_server` and by the tests' Prefect harness (a pytest stopped by SIGTERM or
+    SIGKILL must not leave its server behind either). Call it from the main thread: the signal is tied to the
+    thread that forked the child. Only ``subprocess.Popen`` calls whose command contains ``uvicorn`` change.
+    """
+    import subprocess
+
+    if not sys.platform.startswith("linux"):
+        yield
+        return
     real_popen = subprocess.Popen
     preexec = _die_with_parent_fn()
 
-    class _PopenDyingWithParent(real_popen):  # in place only during ``start``; touches only the uvicorn command
+    class _PopenDyingWithParent(real_popen):  # in place only during the block; touches only the uvicorn command
         def __init__(self, *args, **kwargs):
             argv = kwargs.get("args", args[0] if args else ())
             if "uvicorn" in list(argv if isinstance(argv, list | tuple) else [argv]):
@@ -63,7 +81,6 @@ def bind_ephemeral_server() -> str | None:
 
     subprocess.Popen = _PopenDyingWithParent
     try:
-        server.start()  # also registers Prefect's own atexit stop() for a normal exit
+        yield
     finally:
         subprocess.Popen = real_popen
-    return server.api_url

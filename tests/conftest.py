@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -37,7 +38,11 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory):
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=180):
+    from flows.prefect_server import uvicorn_dies_with_this_process
+
+    with contextlib.ExitStack() as stack:
+        with uvicorn_dies_with_this_process():  # a pytest killed by SIGTERM/SIGKILL takes its server along
+            stack.enter_context(prefect_test_harness(server_startup_timeout=180))
         yield
 
 
