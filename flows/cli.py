@@ -640,6 +640,9 @@ def main(argv: list[str] | None = None) -> int:
     with stop_on_signals() as armed:
         try:
             return args.fn(args)
+        except BrokenPipeError:  # the reader went away (`linkedqa eval RUN | head`): stop quietly, like SIGPIPE
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + 13
         except KeyboardInterrupt:
             print("interrupted; re-run the same command to resume", file=sys.stderr)
             if armed:  # busy worker threads (an LLM step, a DuckDB merge) must not hold the exit
