@@ -42,7 +42,7 @@ def _run(**kw) -> tuple[str, dict[str, float], list[dict]]:
     return run_id, stored_by, preds
 
 
-@pytest.mark.llm_budget(prompt=2_000, completion=200)
+@pytest.mark.llm_budget(prompt=7_000, completion=400)
 def test_er_and_bm25_rag_on_factoidqa(run_env, embedded_llm, prefect_harness):
     run_id, m, preds = _run(method="er", dataset="factoidqa", limit=4, shards=2,
                             settings={"words": "100", "system": SYSTEM})
