@@ -282,8 +282,8 @@ def validate_run(cfg) -> None:
     """Fail fast (before starting Prefect or an engine) on an unknown method, setting or dataset."""
     from storage import layout
     from storage.catalog import complete_dataset_versions
-    from tasks.agents.registry import get_method
     from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
+    from tasks.methods.registry import get_method
 
     method_cls = get_method(cfg.method)
     method_cls.parse_settings(cfg.settings)
@@ -602,12 +602,12 @@ def _no_space_message(exc: OSError) -> str:
 
 def _error_kind(exc: BaseException) -> tuple[int, str]:
     from storage.layout import LayoutError
-    from tasks.agents.base import UnknownSetting
-    from tasks.agents.registry import UnknownMethod
     from tasks.datasets.registry import UnknownDataset
     from tasks.dumps.base import DumpError
     from tasks.fetch.http import ChecksumMismatch, FetchError
     from tasks.fetch.sources import DumpNotFound
+    from tasks.methods.base import UnknownSetting
+    from tasks.methods.registry import UnknownMethod
 
     if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
         return EXIT_NO_SPACE, ("free space there (or point LINKEDQA_HOME at a larger disk) and re-run the same "

@@ -58,7 +58,7 @@ def _md(text: str) -> str:
 
 def methods_table() -> str:
     """Every registered method: task kinds and metric family, LLM/KB needs, description (from the classes)."""
-    from tasks.agents.registry import METHODS
+    from tasks.methods.registry import METHODS
 
     rows = ["| method | dataset task → metric family | LLM | KB | what it does |", "|---|---|---|---|---|"]
     for name, cls in METHODS.items():
@@ -76,7 +76,7 @@ def methods_table() -> str:
             need = [t for t in tasks if cls.needs_kb_for(t)]
             kb = "yes" if need == tasks else "no" if not need else "for " + ", ".join(f"`{t}`" for t in need)
         rows.append(f"| `{name}` | {kinds} | {'yes' if cls.needs_llm else 'no'} | {kb} | {_md(cls.description)} |")
-    head = (f"All {len(METHODS)} methods of the registry (`tasks/agents/registry.py`) run end to end: "
+    head = (f"All {len(METHODS)} methods of the registry (`tasks/methods/registry.py`) run end to end: "
             "`linkedqa run METHOD --dataset NAME` (a dataset of another task kind is refused before anything "
             "starts). Prompts, `--set` keys and metrics of each: [Methods](#methods).")
     return head + "\n\n" + "\n".join(rows)
@@ -84,7 +84,7 @@ def methods_table() -> str:
 
 def method_settings() -> dict[str, dict[str, object]]:
     """``{method: {--set key: default}}`` from each method's settings model."""
-    from tasks.agents.registry import METHODS
+    from tasks.methods.registry import METHODS
 
     return {name: {k: f.default for k, f in cls.Settings.model_fields.items()} for name, cls in METHODS.items()}
 

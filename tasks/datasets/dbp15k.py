@@ -1,6 +1,6 @@
 """DBP15K loaders (``dbp15k-fr-en``, ``dbp15k-ja-en``, ``dbp15k-zh-en``): one question per gold link.
 
-Inputs: ``<data_root>/dbp15k/<pair>/`` (see :mod:`tasks.ea.kg`). Outputs: ``questions`` rows, task ``ea``:
+Inputs: ``<data_root>/dbp15k/<pair>/`` (see :mod:`tasks.datasets.ea_kg`). Outputs: ``questions`` rows, task ``ea``:
 
 * ``question_id`` = the source (KG1) entity id, e.g. ``"fr:0"``; ``question`` = its name (from the IRI);
 * ``gold_entities`` = ``[target (KG2) entity id]``, e.g. ``["en:10500"]``;
@@ -9,7 +9,7 @@ Inputs: ``<data_root>/dbp15k/<pair>/`` (see :mod:`tasks.ea.kg`). Outputs: ``ques
   file order (``SPLIT_SEED``), so every run and every method sees the same split.
 
 The two graphs themselves are written as KB-like tables beside the stored dataset version by
-:func:`tasks.ea.kg.write_kg_tables` (the methods call :func:`ensure_kg` in ``build_tools``).
+:func:`tasks.datasets.ea_kg.write_kg_tables` (the methods call :func:`ensure_kg` in ``build_tools``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from storage import layout
 from tasks.datasets.base import DatasetBuilder, LoadedDataset, question_row
-from tasks.ea.kg import AlignmentPair, read_kg_tables, read_pair_cached, write_kg_tables
+from tasks.datasets.ea_kg import AlignmentPair, read_kg_tables, read_pair_cached, write_kg_tables
 
 SPLIT_SEED = 2023
 TRAIN_FRACTION = 0.3
@@ -45,7 +45,7 @@ def load_pair(name: str, data_root: Path) -> LoadedDataset:
     """Load one DBP15K pair as questions (see the module docstring).
 
     Raises:
-        FileNotFoundError, tasks.ea.kg.KGFileError: Missing or unreadable raw files.
+        FileNotFoundError, tasks.datasets.ea_kg.KGFileError: Missing or unreadable raw files.
     """
     pair = DATASETS[name]
     ap = read_pair_cached(data_root, pair)

@@ -88,8 +88,8 @@ def resolve_kb(kb: str | None, root: Path | None = None) -> str | None:
 
 def prompt_hashes() -> dict[str, str]:
     """sha256[:12] of every prompt template file (recorded in plans and manifests)."""
-    folder = layout.REPO_ROOT / "tasks" / "agents" / "prompts"
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in sorted(folder.glob("*")) if p.is_file()}
+    files = sorted(layout.REPO_ROOT.glob("tasks/methods/*/prompts/*"), key=lambda p: p.name)
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in files if p.is_file()}
 
 
 def contiguous_shards(n_items: int, n_shards: int) -> list[tuple[int, int]]:

@@ -29,11 +29,11 @@ from storage import layout
 from storage.manifest import git_sha, now_iso, read_manifest, write_json_atomic, write_manifest
 from storage.parquet_io import part_files, read_table, remove_temp_files, write_table
 from storage.schemas import PREDICTIONS
-from tasks.agents.base import MethodContext
-from tasks.agents.registry import get_method
-from tasks.agents.runtime import RunProgress, run_agents
 from tasks.datasets.registry import dataset_task
 from tasks.datasets.store import latest_dataset_folder, store_dataset
+from tasks.methods.base import MethodContext
+from tasks.methods.registry import get_method
+from tasks.methods.runtime import RunProgress, run_agents
 from tasks.metrics.base import METRICS_FORMAT
 from tasks.metrics.runs import per_item_scores, summary_metrics
 from tasks.progress import progress
@@ -83,7 +83,7 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
     """Resolve a run config into a plan and persist ``plan.json`` (idempotent).
 
     Raises:
-        tasks.agents.registry.UnknownMethod, tasks.agents.base.UnknownSetting, LookupError: Bad inputs.
+        tasks.methods.registry.UnknownMethod, tasks.methods.base.UnknownSetting, LookupError: Bad inputs.
     """
     method_cls = get_method(cfg.method)
     settings = method_cls.parse_settings(cfg.settings)

@@ -34,13 +34,13 @@ def main() -> None:
     a = p.parse_args()
 
     from storage import layout
-    from tasks.agents.base import MethodContext
-    from tasks.agents.registry import get_method
-    from tasks.agents.runtime import run_agents
     from tasks.datasets.registry import load_dataset
     from tasks.kg.duckdb_store import DuckDBKG
     from tasks.llm.types import EngineConfig
     from tasks.llm.vllm_backend import VLLMBackend
+    from tasks.methods.base import MethodContext
+    from tasks.methods.registry import get_method
+    from tasks.methods.runtime import run_agents
     from tasks.metrics.runs import summary_metrics
     from tests.unit.kbkit import build_tog_kb
 

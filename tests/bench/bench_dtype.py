@@ -27,9 +27,9 @@ def one(dtype: str, n: int, max_tokens: int, model: str) -> dict:
     from flows.cli import setup_env
 
     setup_env()
-    from tasks.agents.ela import load_prompt
     from tasks.llm.types import ChatRequest, EngineConfig, SamplingConfig
     from tasks.llm.vllm_backend import VLLMBackend
+    from tasks.methods.ela.method import load_prompt
     from tasks.runs.execute import load_questions
 
     questions, _, _ = load_questions("webqsp-el", "test")

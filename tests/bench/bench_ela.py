@@ -38,10 +38,10 @@ def main() -> None:
     setup_env()
     from storage import layout
     from storage.catalog import latest_kb_version
-    from tasks.agents.base import MethodContext
-    from tasks.agents.ela import ElaSettings, ela_agent
-    from tasks.agents.runtime import run_agents
-    from tasks.agents.search_recall import SearchRecallMethod
+    from tasks.methods.base import MethodContext
+    from tasks.methods.ela.method import ElaSettings, ela_agent
+    from tasks.methods.runtime import run_agents
+    from tasks.methods.search_recall.method import SearchRecallMethod
     from tasks.metrics.runs import summary_metrics
     from tasks.runs.execute import load_questions
     from tasks.search.kb_indexes import entity_index, search_tool

@@ -51,10 +51,10 @@ def _notes(p: dict) -> list[dict]:
 
 @pytest.mark.llm_budget(prompt=20_000, completion=3_500)
 def test_anchorrag_and_tog_with_the_real_engine(tog_env, embedded_llm, tog_home, data_root):
-    from tasks.agents.base import MethodContext
-    from tasks.agents.registry import get_method
-    from tasks.agents.runtime import run_agents
     from tasks.datasets.registry import load_dataset
+    from tasks.methods.base import MethodContext
+    from tasks.methods.registry import get_method
+    from tasks.methods.runtime import run_agents
 
     items = [r for r in load_dataset("webquestions", data_root).rows("test") if r["question"] in TOPICS]
     assert [r["gold_entities"] for r in items] == [[TOPICS[r["question"]]] for r in items]

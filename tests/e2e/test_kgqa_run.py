@@ -64,9 +64,9 @@ def backend(embedded_llm, tmp_path_factory: pytest.TempPathFactory):
 
 
 def _run(method: str, settings: dict, items: list[dict], backend, kb_version: str, root: Path):
-    from tasks.agents.base import MethodContext
-    from tasks.agents.registry import get_method
-    from tasks.agents.runtime import run_agents
+    from tasks.methods.base import MethodContext
+    from tasks.methods.registry import get_method
+    from tasks.methods.runtime import run_agents
 
     cls = get_method(method)
     m = cls(cls.parse_settings({k: str(v) for k, v in settings.items() if k != "max_depth" or method == "react-kg"}))

@@ -500,7 +500,7 @@ def test_unknown_method_or_setting_is_one_line_with_the_valid_names(tmp_path, da
     assert line.startswith(start), line
     assert all(n in line for n in needles), line
     if "valid methods" in start:
-        from tasks.agents.registry import METHODS
+        from tasks.methods.registry import METHODS
 
         assert line.endswith(", ".join(sorted(METHODS)))
 

@@ -16,11 +16,11 @@ import pytest
 from storage import layout
 from storage.manifest import read_manifest
 from storage.parquet_io import read_table
-from tasks.agents.base import MethodContext
-from tasks.agents.ela import ElaSettings, ela_agent
-from tasks.agents.entity_qa import ClosedBookMethod
-from tasks.agents.runtime import run_agents
 from tasks.llm.scripted import ScriptedBackend
+from tasks.methods.base import MethodContext
+from tasks.methods.ela.method import ElaSettings, ela_agent
+from tasks.methods.qa.method import ClosedBookMethod
+from tasks.methods.runtime import run_agents
 
 CONTEXT_ERROR = "!error:context length exceeded: 5000 > 4095 (max_model_len=4096 minus 1 output)"
 FAULTS = ["Paris", "", "\x00\ufffd}{<answer>]] ]]>", CONTEXT_ERROR, "!error:timeout: no answer within 60s", "Berlin"]

@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from tasks.agents.runtime import AgentError, ToolCall, run_agents
 from tasks.kg.base import KGError, KGTimeout
 from tasks.kg.oxigraph_server import OxigraphServer
 from tasks.kg.sparql import SparqlKG
-from tasks.kgqa.tools import kg_tools
+from tasks.methods.kg_tools import kg_tools
+from tasks.methods.runtime import AgentError, ToolCall, run_agents
 
 WD = "http://www.wikidata.org/entity/"
 WDT = "http://www.wikidata.org/prop/direct/"

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.agents.anchorrag import AnchorRagSettings, TogSettings, anchorrag_agent, prompts, tog_agent
-from tasks.agents.base import MethodContext, UnknownSetting
-from tasks.agents.registry import get_method
-from tasks.agents.runtime import run_agents
-from tasks.anchorrag.graph import grounding_score, rank_anchors, relation_choices
 from tasks.llm.scripted import ScriptedBackend
+from tasks.methods.anchorrag.graph import grounding_score, rank_anchors, relation_choices
+from tasks.methods.anchorrag.method import AnchorRagSettings, TogSettings, anchorrag_agent, prompts, tog_agent
+from tasks.methods.base import MethodContext, UnknownSetting
+from tasks.methods.registry import get_method
+from tasks.methods.runtime import run_agents
 from tests.unit.kbkit import build_tog_kb
 
 

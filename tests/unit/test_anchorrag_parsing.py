@@ -1,7 +1,7 @@
 """AnchorRAG / ToG prompt-output parsers, grounding score and graph views, and the ``tog`` metric family.
 
 Pure unit tests: no KB, no model. Model outputs are the shapes of the prompts' examples
-(``tasks/agents/prompts/anchorrag_prompts.json``; paper appendix Tables 7-8) plus the messy variants a small
+(``tasks/methods/anchorrag/prompts/anchorrag_prompts.json``; paper appendix Tables 7-8) plus the messy variants a small
 chat model produces. Every expected number is computed by hand in the test.
 """
 
@@ -11,8 +11,7 @@ import json
 
 import pytest
 
-from tasks.agents.base import TASK_FAMILIES
-from tasks.anchorrag.graph import (
+from tasks.methods.anchorrag.graph import (
     REVERSE,
     UNNAMED,
     Neighbour,
@@ -23,7 +22,7 @@ from tasks.anchorrag.graph import (
     rank_anchors,
     relation_choices,
 )
-from tasks.anchorrag.parsing import (
+from tasks.methods.anchorrag.parsing import (
     norm,
     parse_choice_numbers,
     parse_entity_scores,
@@ -32,6 +31,7 @@ from tasks.anchorrag.parsing import (
     parse_relation_scores,
     parse_sufficient,
 )
+from tasks.methods.base import TASK_FAMILIES
 from tasks.metrics import runs
 from tasks.metrics.base import MetricError
 from tasks.metrics.registry import EvalItem, compute_results, join_items

@@ -14,15 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from tasks.agents.base import MethodContext, UnknownSetting
-from tasks.agents.ea_agent import EaAgentMethod, EaAgentSettings, ea_agent, selector_tool, sft_records, write_sft
-from tasks.agents.ea_embed import CandidateTool
-from tasks.agents.runtime import run_agents
 from tasks.datasets.dbp15k import split_of
-from tasks.ea.embed import EmbedConfig
-from tasks.ea.kg import read_pair_cached
-from tasks.ea.reward import compute_reward
+from tasks.datasets.ea_kg import read_pair_cached
 from tasks.llm.scripted import ScriptedBackend
+from tasks.methods.base import MethodContext, UnknownSetting
+from tasks.methods.ea.agent_method import (
+    EaAgentMethod,
+    EaAgentSettings,
+    ea_agent,
+    selector_tool,
+    sft_records,
+    write_sft,
+)
+from tasks.methods.ea.embed import EmbedConfig
+from tasks.methods.ea.embed_method import CandidateTool
+from tasks.methods.ea.reward import compute_reward
+from tasks.methods.runtime import run_agents
 
 PLAN = "1. AttributeTripleSelector\n2. RelationTripleSelector\n3. EntityAlignmentTool\n4. Reflector"
 REWRITE = "1. RelationTripleSelector\n2. EntityAlignmentTool"

@@ -8,9 +8,16 @@ import numpy as np
 import pytest
 
 from tasks.datasets.dbp15k import split_of
-from tasks.ea.embed import AlignmentScorer, EmbedConfig, csls_adjust, diagonal_ranks, name_embeddings, tune_config
-from tasks.ea.kg import read_pair_cached
-from tasks.ea.translit import kana_to_romaji, normalize_name
+from tasks.datasets.ea_kg import read_pair_cached
+from tasks.methods.ea.embed import (
+    AlignmentScorer,
+    EmbedConfig,
+    csls_adjust,
+    diagonal_ranks,
+    name_embeddings,
+    tune_config,
+)
+from tasks.methods.ea.translit import kana_to_romaji, normalize_name
 
 NO_MINILM = {"w_name": 0.0, "w_neighbour": 0.0}
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tasks.ea.prompts import (
+from tasks.methods.ea.prompting import (
     ALIGN,
     ATTR,
     REFLECT,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.ea.kg import read_pair
-from tasks.ea.reward import compute_reward, reflector_term
-from tasks.ea.selectors import (
+from tasks.datasets.ea_kg import read_pair
+from tasks.methods.ea.reward import compute_reward, reflector_term
+from tasks.methods.ea.selectors import (
     NO_ATTRIBUTES,
     attribute_entropies,
     entropy,

@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tasks.agents.base import MethodContext, UnknownSetting
-from tasks.agents.entity_qa import (
+from tasks.datasets.entity_qa import _template_regex, cmu_records, subject_mention
+from tasks.datasets.registry import dataset_task, load_dataset
+from tasks.dumps.cmu_articles import read_cmu_articles, synthetic_page_id, wiki_title
+from tasks.llm.scripted import ScriptedBackend
+from tasks.methods.base import MethodContext, UnknownSetting
+from tasks.methods.qa.method import (
     ClosedBookMethod,
     ERMethod,
     budget_docs,
@@ -19,11 +23,7 @@ from tasks.agents.entity_qa import (
     gold_entity_refs,
     qa_prompt,
 )
-from tasks.agents.runtime import run_agents
-from tasks.datasets.entity_qa import _template_regex, cmu_records, subject_mention
-from tasks.datasets.registry import dataset_task, load_dataset
-from tasks.dumps.cmu_articles import read_cmu_articles, synthetic_page_id, wiki_title
-from tasks.llm.scripted import ScriptedBackend
+from tasks.methods.runtime import run_agents
 from tasks.metrics.qa import normalize_answer
 from tasks.metrics.runs import summary_metrics
 

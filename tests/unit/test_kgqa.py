@@ -17,8 +17,16 @@ from pathlib import Path
 import pytest
 from kbkit import build_litwd1k_kb
 
-from tasks.agents.base import MethodContext, UnknownSetting
-from tasks.agents.kgqa import (
+from tasks.kg.duckdb_store import DuckDBKG
+from tasks.kg.export_nt import export_ntriples
+from tasks.kg.oxigraph_server import OxigraphServer, free_port
+from tasks.kg.sparql import SparqlKG, render
+from tasks.llm.scripted import ScriptedBackend
+from tasks.methods.base import MethodContext, UnknownSetting
+from tasks.methods.kg_context import approx_tokens, property_list, property_messages
+from tasks.methods.kg_tools import fact_dict, kg_tools
+from tasks.methods.kgqa.answers import format_answers, is_literal_answer, to_iso_date
+from tasks.methods.kgqa.method import (
     KgqaSettings,
     ReactKgSettings,
     closed_book_kg_agent,
@@ -26,15 +34,7 @@ from tasks.agents.kgqa import (
     kg_one_hop_agent,
     react_kg_agent,
 )
-from tasks.agents.registry import get_method
-from tasks.agents.runtime import run_agents
-from tasks.kg.duckdb_store import DuckDBKG
-from tasks.kg.export_nt import export_ntriples
-from tasks.kg.oxigraph_server import OxigraphServer, free_port
-from tasks.kg.sparql import SparqlKG, render
-from tasks.kgqa.answers import format_answers, is_literal_answer, to_iso_date
-from tasks.kgqa.context import approx_tokens, property_list, property_messages
-from tasks.kgqa.parsing import (
+from tasks.methods.kgqa.parsing import (
     extract_json,
     parse_answer_status,
     parse_entity_label,
@@ -42,8 +42,8 @@ from tasks.kgqa.parsing import (
     parse_property_choice,
     parse_qa,
 )
-from tasks.kgqa.tools import fact_dict, kg_tools
-from tasks.llm.scripted import ScriptedBackend
+from tasks.methods.registry import get_method
+from tasks.methods.runtime import run_agents
 from tasks.metrics.qald import qald_prf
 
 INJECTIONS = ['x" } ; DROP ALL ; #', "}", "a\nb", "x' } DELETE WHERE { ?s ?p ?o } #", "\\u0022 } ; DROP ALL ; #"]
@@ -370,7 +370,7 @@ def test_sparql_injection_has_no_effect_and_down_endpoint_is_an_item_error(kb, d
 
 def test_local_kb_gold_answers(kb, picks, questions, data_root):
     from tasks.datasets.registry import load_dataset
-    from tasks.kgqa.kb_gold import gold_answers, open_store, supported
+    from tasks.methods.kgqa.kb_gold import gold_answers, open_store, supported
 
     qald10 = {r["question_id"]: r["sparql"] for r in load_dataset("qald-10", data_root).rows("test")}
     with_statements = next(q for q in qald10.values() if re.search(r"\sps:P\d", q))

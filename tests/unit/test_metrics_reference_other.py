@@ -26,7 +26,7 @@ seeded random cases with adversarial ones, asserting zero disagreement.
    both divided by the number of sources) via ``src/openea/modules/finding/evaluation.py`` (``valid``/``test``).
    Ties: OpenEA's ``argsort`` uses numpy's default ``quicksort``, whose order among equal scores is unspecified
    (it happens to be index order for <= 16 targets without SIMD sorting); linkedqa fixes it to the lower target
-   position first (``tasks.ea.embed.AlignmentScorer.rank`` and ``diagonal_ranks``), i.e. a *stable* argsort of
+   position first (``tasks.methods.ea.embed.AlignmentScorer.rank`` and ``diagonal_ranks``), i.e. a *stable* argsort of
    ``-score``. The re-derivation below is OpenEA's rule with ``kind="stable"``. OpenEA prints percentages
    rounded to 3 decimals and ranks every target; linkedqa stores fractions and ranks the stored top ``k``
    (a gold target beyond it: MRR 0, so MRR equals OpenEA's only when the whole ranking is stored, tested both
@@ -50,7 +50,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tasks.ea.embed import AlignmentScorer, diagonal_ranks
+from tasks.methods.ea.embed import AlignmentScorer, diagonal_ranks
 from tasks.metrics import qa
 from tasks.metrics.registry import compute
 

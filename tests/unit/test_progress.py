@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tasks import progress as P
-from tasks.agents.runtime import LLMCall, RunProgress, run_agents
 from tasks.dumps.base import Shard, byte_shards, iter_lines
 from tasks.llm.types import ChatRequest, Completion
+from tasks.methods.runtime import LLMCall, RunProgress, run_agents
 
 
 class FakeClock:

@@ -117,7 +117,7 @@ def test_linkedqa_command_lines_in_code_blocks_parse():
 
 
 def test_no_open_issues_sentence_about_methods():
-    from tasks.agents.registry import METHODS
+    from tasks.methods.registry import METHODS
 
     words = re.compile(r"\bmethods?\b|" + "|".join(re.escape(m) for m in METHODS) + r"|ReAct|KGQA|EA-Agent|ToG",
                        flags=re.I)
@@ -201,7 +201,7 @@ def _architecture_entries() -> dict[str, str]:
 
 def test_architecture_folders_exist_and_cover_the_tree():
     entries = _architecture_entries()
-    assert "tasks" in entries and "tasks/agents" in entries, "Architecture folder list not found"
+    assert "tasks" in entries and "tasks/methods" in entries, "Architecture folder list not found"
     assert sorted(k for k in entries if not (gen.ROOT / k).is_dir()) == [], "folders that do not exist"
     packages = {f"tasks/{p.name}" for p in (gen.ROOT / "tasks").iterdir() if (p / "__init__.py").exists()}
     assert sorted(packages - set(entries)) == [], "tasks/ subpackages missing from the Architecture block"

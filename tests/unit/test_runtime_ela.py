@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from tasks.agents.ela import ElaSettings, ela_agent, format_candidates, parse_answer, parse_search
-from tasks.agents.runtime import AgentError, LLMCall, ToolCall, run_agents
 from tasks.llm.scripted import ScriptedBackend
 from tasks.llm.types import ChatRequest
+from tasks.methods.ela.method import ElaSettings, ela_agent, format_candidates, parse_answer, parse_search
+from tasks.methods.runtime import AgentError, LLMCall, ToolCall, run_agents
 
 CANDS = {
     "paris": [{"qid": "Q90", "title": "Paris", "description": "capital of France", "score": 9.0},
@@ -105,8 +105,8 @@ def test_parallel_subcalls_and_agent_exceptions():
 
 
 def test_export_sft_keeps_only_exact_matches(tmp_path):
-    from tasks.agents.base import MethodContext
-    from tasks.agents.ela import ElaMethod
+    from tasks.methods.base import MethodContext
+    from tasks.methods.ela.method import ElaMethod
 
     method = ElaMethod(ElaMethod.parse_settings({"export_sft": "true"}))
     items = [{"question_id": "q0", "question": "where is Paris in France"},

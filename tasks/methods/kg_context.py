@@ -1,6 +1,6 @@
 """KG facts and property lists rendered into prompt messages, bounded to the context window (paper §3.4, §3.6).
 
-Inputs: fact dicts (``tasks.kgqa.tools.fact_dict``) and relation rows from the KG tools. Outputs: message texts
+Inputs: fact dicts (``tasks.methods.kg_tools.fact_dict``) and relation rows from the KG tools. Outputs: message texts
 in the paper's shapes (``Property: label (Pid)`` followed by one value per line; ``List of properties: label
 (Pid), ...``) plus what was kept, so agents can log truncation and link answers to the QIDs they showed.
 

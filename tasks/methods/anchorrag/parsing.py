@@ -1,4 +1,4 @@
-"""Parsers of the AnchorRAG / ToG prompt outputs (``tasks/agents/prompts/anchorrag_prompts.json``).
+"""Parsers of the AnchorRAG / ToG prompt outputs (``tasks/methods/anchorrag/prompts/anchorrag_prompts.json``).
 
 Every parser takes the raw completion text and returns plain values; none raises on garbage (an agent step that
 gets nothing usable logs it and moves on, as the paper's agents do: a retriever with no relation or no triple

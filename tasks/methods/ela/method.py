@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any, Literal
 
 from storage.manifest import write_json_atomic
-from tasks.agents.base import Method, MethodContext, MethodSettings
-from tasks.agents.runtime import AgentError, ItemContext, LLMCall, ToolCall
 from tasks.llm.types import ChatRequest, SamplingConfig
+from tasks.methods.base import Method, MethodContext, MethodSettings
+from tasks.methods.prompt_files import PromptFolder
+from tasks.methods.runtime import AgentError, ItemContext, LLMCall, ToolCall
 
-PROMPTS = Path(__file__).parent / "prompts"
+PROMPTS = PromptFolder(__file__)
 SOURCE_NAMES = {"wikidata": "Wikidata", "wikipedia": "Wikipedia"}
 MAX_MENTIONS = 6
 DESC_CHARS = 100
@@ -52,10 +52,10 @@ class ElaSettings(MethodSettings):
 
 def load_prompt(source: str, fewshot: bool = True) -> list[dict[str, str]]:
     """System prompt (paper Figure 2) plus the few-shot turns."""
-    system = (PROMPTS / "ela_system.txt").read_text().replace("{source_name}", SOURCE_NAMES[source])
+    system = PROMPTS.text("ela_system.txt").replace("{source_name}", SOURCE_NAMES[source])
     msgs = [{"role": "system", "content": system}]
     if fewshot:
-        msgs += json.loads((PROMPTS / "ela_fewshot.json").read_text())
+        msgs += PROMPTS.json("ela_fewshot.json")
     return msgs
 
 

@@ -1,7 +1,7 @@
 """The batched KG tools of the KGQA agents, over any ``KGClient`` (DuckDB store or SPARQL endpoint).
 
 Each tool takes the payloads of every item of one agent step and makes one batched KG call for all of them
-(``tasks.agents.runtime``). A failing KG (endpoint down or slow, ``KGError``/``KGTimeout``) never fails the run:
+(``tasks.methods.runtime``). A failing KG (endpoint down or slow, ``KGError``/``KGTimeout``) never fails the run:
 every payload of that call gets ``{"error": "..."}``, which the agent turns into that item's error. Invalid
 ids in one payload fail only that payload.
 

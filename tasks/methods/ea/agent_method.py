@@ -47,11 +47,11 @@ import json
 from typing import Any
 
 from storage.manifest import write_json_atomic
-from tasks.agents.base import Method, MethodContext, UnknownSetting
-from tasks.agents.ea_embed import EaEmbedSettings, build_candidate_tool, embed_config
-from tasks.agents.runtime import AgentError, ItemContext, LLMCall, Tool, ToolCall
-from tasks.ea.kg import AlignmentPair
-from tasks.ea.prompts import (
+from tasks.datasets.ea_kg import AlignmentPair
+from tasks.llm.types import ChatRequest, Completion, SamplingConfig
+from tasks.methods.base import Method, MethodContext, UnknownSetting
+from tasks.methods.ea.embed_method import EaEmbedSettings, build_candidate_tool, embed_config
+from tasks.methods.ea.prompting import (
     ATTR,
     REFLECT,
     REL,
@@ -64,9 +64,9 @@ from tasks.ea.prompts import (
     path_text,
     template,
 )
-from tasks.ea.reward import ALPHA, BETA, compute_reward
-from tasks.ea.selectors import MAX_TRIPLES, relation_scores, select_attribute_triples, select_relation_triples
-from tasks.llm.types import ChatRequest, Completion, SamplingConfig
+from tasks.methods.ea.reward import ALPHA, BETA, compute_reward
+from tasks.methods.ea.selectors import MAX_TRIPLES, relation_scores, select_attribute_triples, select_relation_triples
+from tasks.methods.runtime import AgentError, ItemContext, LLMCall, Tool, ToolCall
 
 
 class EaAgentSettings(EaEmbedSettings):

@@ -6,7 +6,7 @@ questions:" with retrieval; no few-shot examples; greedy decoding; at most 10 ne
 datasets such as StrategyQA):
 
 * ``closed-book``: the question alone. On KGQA datasets it delegates to the KGQA closed-book of
-  ``tasks.agents.kgqa`` (answers linked back to QIDs).
+  ``tasks.methods.kgqa.method`` (answers linked back to QIDs).
 * ``bm25-rag``: top-``docs`` (4) 100-word KB passages by BM25 (tantivy) over the question.
 * ``dense-rag``: top-``docs`` (4) passages by all-MiniLM-L6-v2 + FAISS (exact inner product).
 * ``er`` (Entity Retrieval): the question's salient entities -> their articles -> the first ``words`` words
@@ -32,11 +32,13 @@ from typing import Any
 
 from storage import layout
 from storage.parquet_io import part_files
-from tasks.agents.base import Method, MethodContext, MethodSettings
-from tasks.agents.runtime import ItemContext, LLMCall, ToolCall
 from tasks.llm.types import ChatRequest, SamplingConfig
+from tasks.methods.base import Method, MethodContext, MethodSettings
+from tasks.methods.kgqa.method import closed_book_kg_agent, closed_book_kg_tools, kgqa_index_paths
+from tasks.methods.prompt_files import PromptFolder
+from tasks.methods.runtime import ItemContext, LLMCall, ToolCall
 
-PROMPTS = Path(__file__).parent / "prompts" / "qa_prompts.json"
+PROMPTS = PromptFolder(__file__)
 SQL_ARTICLES = layout.REPO_ROOT / "sql" / "er" / "articles_by_key.sql"
 QA_MAX_TOKENS = 10
 YESNO_MAX_TOKENS = 1
@@ -46,7 +48,7 @@ _RUN_REF = re.compile(r"^run:(?P<run>[A-Za-z0-9._-]+)$")
 @cache
 def prompts() -> dict[str, str]:
     """The prompt templates (``closed_book``, ``with_docs``, ``document``)."""
-    return json.loads(PROMPTS.read_text())
+    return PROMPTS.json("qa_prompts.json")
 
 
 def normalize_question(q: str) -> str:
@@ -142,7 +144,7 @@ def _answer_step(item: dict, ctx: ItemContext, prompt: str, sampling: SamplingCo
 
 # ------------------------------------------------------------------------------------------ closed-book
 class ClosedBookMethod(Method):
-    """``linkedqa run closed-book``: the question alone (KGQA datasets: delegated to ``tasks.agents.kgqa``)."""
+    """``linkedqa run closed-book``: the question alone (KGQA datasets: delegated to ``tasks.methods.kgqa.method``)."""
 
     name = "closed-book"
     description = "closed-book baseline: 'Answer these questions:' + the question (KGQA: answers linked to QIDs)"
@@ -159,8 +161,6 @@ class ClosedBookMethod(Method):
     def index_paths(self, ctx: MethodContext) -> list[Path]:
         """Nothing for text QA; the answer-linking indexes on KGQA datasets."""
         if ctx.task == "kgqa":
-            from tasks.agents.kgqa import kgqa_index_paths
-
             return kgqa_index_paths(self.settings, ctx)
         return []
 
@@ -171,16 +171,12 @@ class ClosedBookMethod(Method):
     def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
         """No tools, except on KGQA datasets (answer linking)."""
         if ctx.task == "kgqa":
-            from tasks.agents.kgqa import closed_book_kg_tools
-
             return closed_book_kg_tools(self.settings, ctx)
         return {}
 
     def agent(self, ctx: MethodContext):
         """One LLM call per question."""
         if ctx.task == "kgqa":
-            from tasks.agents.kgqa import closed_book_kg_agent
-
             return closed_book_kg_agent(self.settings, ctx)
         sampling = _sampling(self.settings, ctx.task)
 
@@ -358,7 +354,7 @@ class ERMethod(Method):
     @classmethod
     def parse_settings(cls, raw: dict[str, str]) -> ERSettings:
         """Validate, including the ``entities`` source (``gold`` or ``run:<run_id>``)."""
-        from tasks.agents.base import UnknownSetting
+        from tasks.methods.base import UnknownSetting
 
         s = super().parse_settings(raw)
         if s.entities != "gold" and not _RUN_REF.match(s.entities):

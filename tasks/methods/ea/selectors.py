@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tasks.ea.kg import KG
+from tasks.datasets.ea_kg import KG
 
 MAX_TRIPLES = 5
 #: Attributes always kept by the attribute selector when present (names, labels, dates that identify entities).

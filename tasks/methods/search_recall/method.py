@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 
 from storage import layout
 from storage.parquet_io import read_table
-from tasks.agents.base import Method, MethodContext, MethodSettings
-from tasks.agents.runtime import ItemContext, ToolCall
+from tasks.methods.base import Method, MethodContext, MethodSettings
+from tasks.methods.runtime import ItemContext, ToolCall
 
 
 class SearchRecallSettings(MethodSettings):

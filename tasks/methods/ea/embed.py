@@ -1,6 +1,6 @@
 """Embedding candidate generator for entity alignment (``ea-embed``; the paper used TEA for this role).
 
-Inputs: the two graphs (:class:`tasks.ea.kg.AlignmentPair`), the candidate space (source and target entities of
+Inputs: the two graphs (:class:`tasks.datasets.ea_kg.AlignmentPair`), the candidate space (source and target entities of
 one split: the OpenEA convention ranks each test source against the test targets), and the seed links
 (the ``train`` split) used as structural anchors. Outputs: ranked target candidates with scores.
 
@@ -8,7 +8,7 @@ The similarity of a source ``s`` and a target ``t`` is a weighted sum of four co
 total (so it stays in [-1, 1]):
 
 * ``name``: all-MiniLM-L6-v2 embeddings of the names (the model of ``tasks.search.passages``);
-* ``char``: TF-IDF character 1-3-grams (word-bounded) of normalised names (:mod:`tasks.ea.translit`: NFKC,
+* ``char``: TF-IDF character 1-3-grams (word-bounded) of normalised names (:mod:`tasks.methods.ea.translit`: NFKC,
   accents stripped, kana romanised) — MiniLM is English-only, this is what keeps JA/ZH names usable;
 * ``neighbour``: mean MiniLM embedding of the entity's neighbours' names;
 * ``anchor``: shared seed-aligned neighbours (a neighbour that is the source side of a seed link and one that
@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from tasks.ea.kg import KG, AlignmentPair
-from tasks.ea.translit import normalize_name
+from tasks.datasets.ea_kg import KG, AlignmentPair
+from tasks.methods.ea.translit import normalize_name
 
 SIGNALS = ("name", "char", "neighbour", "anchor")
 

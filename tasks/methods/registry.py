@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from tasks.agents.anchorrag import AnchorRagMethod, CotMethod, TogMethod
-from tasks.agents.base import Method
-from tasks.agents.ea_agent import EaAgentMethod
-from tasks.agents.ea_embed import EaEmbedMethod
-from tasks.agents.ela import ElaMethod
-from tasks.agents.entity_qa import BM25RagMethod, ClosedBookMethod, DenseRagMethod, ERMethod
-from tasks.agents.kgqa import KgOneHopMethod, ReactKgMethod
-from tasks.agents.search_recall import SearchRecallMethod
+from tasks.methods.anchorrag.method import AnchorRagMethod, CotMethod, TogMethod
+from tasks.methods.base import Method
+from tasks.methods.ea.agent_method import EaAgentMethod
+from tasks.methods.ea.embed_method import EaEmbedMethod
+from tasks.methods.ela.method import ElaMethod
+from tasks.methods.kgqa.method import KgOneHopMethod, ReactKgMethod
+from tasks.methods.qa.method import BM25RagMethod, ClosedBookMethod, DenseRagMethod, ERMethod
+from tasks.methods.search_recall.method import SearchRecallMethod
 
 METHODS: dict[str, type[Method]] = {
     ElaMethod.name: ElaMethod,

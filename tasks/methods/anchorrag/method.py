@@ -10,7 +10,7 @@ Prompts: ``prompts/anchorrag_prompts.json`` (the paper's Tables 7-8; see its ``_
 1. **Predictor**: the keyword prompt lists the topic entities; each keyword is searched in the dense index of
    entity names and descriptions (all-MiniLM-L6-v2 + FAISS, ``kb_indexes.dense_entity_index``; ``n_candidates``
    per keyword); **relation-aware grounding** scores each candidate by Eq. 1-2 (mean of its top-``k`` 1-hop
-   relation similarities to the question, ``tasks.anchorrag.graph``) and keeps the top-``m`` as anchors.
+   relation similarities to the question, ``tasks.methods.anchorrag.graph``) and keeps the top-``m`` as anchors.
 2. **Retrievers**: one agent per anchor. Each round, for each of an agent's current entities: relation pruning
    prompt -> top-``b`` relations (identifier/media and visited relations removed); their neighbours; entity
    pruning prompt -> top-``b`` entities per relation (no LLM call when there are at most ``b``); then the agent's
@@ -43,7 +43,6 @@ parser could read.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,16 +50,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
-from tasks.agents.base import Method, MethodContext, MethodSettings
-from tasks.agents.runtime import AgentError, AgentFn, ItemContext, LLMCall, Tool, ToolCall
-from tasks.anchorrag.graph import (
+from tasks.llm.types import ChatRequest, Completion, SamplingConfig
+from tasks.methods.anchorrag.graph import (
     Neighbour,
     RelationChoice,
     neighbours_of,
     rank_anchors,
     relation_choices,
 )
-from tasks.anchorrag.parsing import (
+from tasks.methods.anchorrag.parsing import (
     parse_choice_numbers,
     parse_entity_scores,
     parse_filtered_triples,
@@ -68,11 +66,13 @@ from tasks.anchorrag.parsing import (
     parse_relation_scores,
     parse_sufficient,
 )
-from tasks.kgqa.context import approx_tokens
-from tasks.llm.types import ChatRequest, Completion, SamplingConfig
+from tasks.methods.base import Method, MethodContext, MethodSettings
+from tasks.methods.kg_context import approx_tokens
+from tasks.methods.prompt_files import PromptFolder
+from tasks.methods.runtime import AgentError, AgentFn, ItemContext, LLMCall, Tool, ToolCall
 from tasks.metrics.tog import tog_extract
 
-PROMPTS_FILE = Path(__file__).parent / "prompts" / "anchorrag_prompts.json"
+PROMPTS = PromptFolder(__file__)
 STOP_STEP = ("\nQuestion:", "\nQ:", "\n\n\n")
 STOP_ANSWER = ("\nQ:", "\n\nQ")
 OPEN_TASKS = ("kgqa", "kgqa-open")
@@ -81,7 +81,7 @@ OPEN_TASKS = ("kgqa", "kgqa-open")
 @functools.cache
 def prompts() -> dict[str, str]:
     """The prompt texts (``prompts/anchorrag_prompts.json``)."""
-    return json.loads(PROMPTS_FILE.read_text())
+    return PROMPTS.json("anchorrag_prompts.json")
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -511,7 +511,7 @@ def open_world_tools(s: _KgSettings, ctx: MethodContext, dense: bool) -> dict[st
     ``dense``: ``entity_dense_search`` (dense index of names+descriptions) and ``relation_similarity`` (SBERT
     Eq. 1) for ``anchorrag``; otherwise BM25 ``entity_search`` for ``tog``.
     """
-    from tasks.kgqa.tools import kg_tools, open_kg
+    from tasks.methods.kg_tools import kg_tools, open_kg
 
     if not ctx.kb_version:
         raise ValueError("anchorrag/tog need a KB version (build one with `linkedqa kb build --sample`)")

@@ -1,12 +1,12 @@
 """Method contract: what the run flow needs from a method (settings, resources, agent, metrics).
 
-A method is a small class registered in ``tasks.agents.registry.METHODS``. The run machinery (``tasks.runs``)
+A method is a small class registered in ``tasks.methods.registry.METHODS``. The run machinery (``tasks.runs``)
 owns sharding, the backend, caching, persistence and metrics; a method only says:
 
 * ``Settings``: a frozen pydantic model of its ``--set key=value`` options (unknown keys are rejected with
   the list of valid keys);
 * ``build_tools(ctx)``: the batched tools its agent may call (search indexes are built/opened here);
-* ``agent``: the step-machine generator (see ``tasks.agents.runtime``);
+* ``agent``: the step-machine generator (see ``tasks.methods.runtime``);
 * ``metric_family``: which metrics ``tasks.metrics`` computes from its stored predictions; ``None`` for methods
   that serve several tasks (``closed-book``): the family then follows the dataset's task
   (``TASK_FAMILIES``: el -> linking, qa -> qa, yesno -> strategyqa, kgqa -> qald, kgqa-open -> tog,
@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tasks.agents.runtime import AgentFn, Tool
+from tasks.methods.runtime import AgentFn, Tool
 
 
 class UnknownSetting(ValueError):

@@ -1,14 +1,14 @@
 """``ea-embed``: the embedding alignment baseline and candidate generator of ``ea-agent`` (no LLM).
 
 Per source entity (one DBP15K question), ONE batched tool call ranks the target entities of the same split
-(OpenEA convention: test sources against test targets) with :class:`tasks.ea.embed.AlignmentScorer` (MiniLM
+(OpenEA convention: test sources against test targets) with :class:`tasks.methods.ea.embed.AlignmentScorer` (MiniLM
 name + neighbourhood cosines, character n-grams of normalised/romanised names, seed-anchor overlap; optional
 CSLS). The prediction stores the top ``k`` target ids in rank order as ``answers`` and the top one as
 ``predicted_entities``, so Hits@1/10, MRR and candidate recall@k are recomputed from stored predictions
 (``alignment`` metric family). ``scores`` keeps the top-1 similarity and its margin over the second.
 
 By default (``tune=true``) the four signal weights and CSLS are chosen on the ``train`` links only (a small grid,
-:func:`tasks.ea.embed.tune_config`; the chosen config is written to ``<run_dir>/ea_embed_config.json``): the
+:func:`tasks.methods.ea.embed.tune_config`; the chosen config is written to ``<run_dir>/ea_embed_config.json``): the
 English-only MiniLM signals help FR-EN and hurt JA-EN/ZH-EN, so one fixed weighting does not fit all pairs.
 
 The two graphs are read from their KB-like tables beside the stored dataset (written on first use);
@@ -26,17 +26,17 @@ import pyarrow.compute as pc
 
 from storage.manifest import config_hash, read_json, write_json_atomic
 from storage.parquet_io import read_table
-from tasks.agents.base import Method, MethodContext, MethodSettings
-from tasks.agents.runtime import ItemContext, Tool, ToolCall
-from tasks.ea.embed import TUNE_GRID, AlignmentScorer, EmbedConfig, tune_config
-from tasks.ea.kg import AlignmentPair, kg_dir
+from tasks.datasets.ea_kg import AlignmentPair, kg_dir
+from tasks.methods.base import Method, MethodContext, MethodSettings
+from tasks.methods.ea.embed import TUNE_GRID, AlignmentScorer, EmbedConfig, tune_config
+from tasks.methods.runtime import ItemContext, Tool, ToolCall
 
 
 class EaEmbedSettings(MethodSettings):
     """``--set`` options of ``ea-embed``.
 
     ``tune`` (default) picks the four signal weights and CSLS on the ``train`` links (grid of
-    :data:`tasks.ea.embed.TUNE_GRID`); with ``tune=false`` the ``w_*`` weights (0 disables a signal) and ``csls``
+    ``tasks.methods.ea.embed.TUNE_GRID``); with ``tune=false`` the ``w_*`` weights (0 disables a signal) and ``csls``
     given here are used as they are.
     """
 
@@ -153,7 +153,7 @@ def build_candidate_tool(ctx: MethodContext, cfg: EmbedConfig, tune: bool = True
 
 
 def tuned_config(ap: AlignmentPair, train: list[tuple[str, str]], base: EmbedConfig, cache: Path) -> EmbedConfig:
-    """:func:`tasks.ea.embed.tune_config` on the train links, cached as JSON beside the MiniLM vectors."""
+    """:func:`tasks.methods.ea.embed.tune_config` on the train links, cached as JSON beside the MiniLM vectors."""
     if not train:
         raise ValueError("tune=true needs the train split's seed links; none are stored")
     key = config_hash({"base": asdict(base), "train": train, "grid": TUNE_GRID}, 16)

@@ -14,16 +14,16 @@ paper's one-shot example (``What is the capital of France?``; ``one_shot=false``
   allows, the LLM judges the tentative answer (``correct`` / ``require_more_details`` / ``wrong``): correct
   answers now, otherwise the values become the current entities one hop deeper (``max_depth``, default 3).
 * closed-book (§4.2): the same QA prompt with no KG context (``closed_book_kg_tools`` /
-  ``closed_book_kg_agent``, called by ``tasks.agents.closed_book`` for KGQA datasets).
+  ``closed_book_kg_agent``, called by ``tasks.methods.qa.method`` for KGQA datasets).
 
-Answers are post-processed to the datasets' formats (``tasks.kgqa.answers``) and entity answers are linked back
+Answers are post-processed to the datasets' formats (``tasks.methods.kgqa.answers``) and entity answers are linked back
 to QIDs (§3.7): first to an entity shown in the LLM's context with that label (no search needed), else by exact
 label/alias match in the KG, else by BM25 over the KB's labels and aliases (``link_search_k`` candidates); one
 candidate is taken as is, several go to the paper's answer-linking disambiguation prompt. Unlinked answers stay
 text. A main entity with no match is answered without KG context, as in the paper.
 
 Inputs: question rows; tools ``kg_link``, ``kg_facts``, ``kg_relations``, ``kg_neighbours``
-(``tasks.kgqa.tools``) and ``entity_search`` (``tasks.search.kb_indexes``). Outputs: ``predicted_entities``
+(``tasks.methods.kg_tools``) and ``entity_search`` (``tasks.search.kb_indexes``). Outputs: ``predicted_entities``
 (the linked main entity), ``answer`` (the formatted text answers) and ``answers`` (QIDs or literals, compared
 with ``gold_answer_qids`` / ``gold_answers`` by the ``qald`` metrics).
 """
@@ -31,17 +31,15 @@ with ``gold_answer_qids`` / ``gold_answers`` by the ``qald`` metrics).
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import model_validator
 
-from tasks.agents.base import Method, MethodContext, MethodSettings
-from tasks.agents.runtime import AgentError, AgentFn, ItemContext, LLMCall, Tool, ToolCall
-from tasks.kgqa.answers import format_answers, is_literal_answer
-from tasks.kgqa.context import (
+from tasks.llm.types import ChatRequest, Completion, SamplingConfig
+from tasks.methods.base import Method, MethodContext, MethodSettings
+from tasks.methods.kg_context import (
     Rendered,
     approx_tokens,
     messages_tokens,
@@ -49,18 +47,20 @@ from tasks.kgqa.context import (
     property_messages,
     remember,
 )
-from tasks.kgqa.kb_gold import STATUS_CODES
-from tasks.kgqa.parsing import (
+from tasks.methods.kgqa.answers import format_answers, is_literal_answer
+from tasks.methods.kgqa.kb_gold import STATUS_CODES
+from tasks.methods.kgqa.parsing import (
     parse_answer_status,
     parse_entity_label,
     parse_item_choice,
     parse_property_choice,
     parse_qa,
 )
-from tasks.llm.types import ChatRequest, Completion, SamplingConfig
+from tasks.methods.prompt_files import PromptFolder
+from tasks.methods.runtime import AgentError, AgentFn, ItemContext, LLMCall, Tool, ToolCall
 from tasks.metrics.qald import qald_prf
 
-PROMPTS_FILE = Path(__file__).parent / "prompts" / "kgqa_prompts.json"
+PROMPTS = PromptFolder(__file__)
 STOP = ("}",)  # every step answers one flat JSON object; the parser re-closes it
 MARGIN_TOKENS = 96
 MAX_ANSWERS = 20
@@ -70,7 +70,7 @@ MAX_TYPES_SHOWN = 3
 @functools.cache
 def prompts() -> dict[str, str]:
     """The paper's prompt texts (``prompts/kgqa_prompts.json``)."""
-    return json.loads(PROMPTS_FILE.read_text())
+    return PROMPTS.json("kgqa_prompts.json")
 
 
 class KgqaSettings(MethodSettings):
@@ -95,7 +95,7 @@ class KgqaSettings(MethodSettings):
         current_date: The "Current date" of the system prompt (fixed so that runs are reproducible).
         seed: Sampling seed.
         kb_gold: Also run each question's gold SPARQL query on the local KB and store the outcome per question
-            (``tasks.kgqa.kb_gold``: ``kb_gold_status``, ``kb_gold_n``, ``kb_gold_f1`` and ``kb_gold_answer_f1``,
+            (``kgqa.kb_gold``: ``kb_gold_status``, ``kb_gold_n``, ``kb_gold_f1`` and ``kb_gold_answer_f1``,
             the answer's F1 against the local-KB answers, in ``predictions.scores``).
         kb_gold_timeout_s: Time bound of one gold query on the local KB.
     """
@@ -527,7 +527,7 @@ def traverse(p: Prompter, settings: ReactKgSettings, question: str, qid: str, la
 # ------------------------------------------------------------------------------------------------ tools
 def kgqa_tools(settings: Any, ctx: MethodContext) -> dict[str, Tool]:
     """KG tools over the configured backend plus ``entity_search`` (BM25) for answer linking."""
-    from tasks.kgqa.tools import kg_tools, open_kg
+    from tasks.methods.kg_tools import kg_tools, open_kg
 
     d = KgqaSettings.model_fields
     kg = open_kg(_opt(settings, "kg", "duckdb"), ctx.kb_version, ctx.root, _opt(settings, "endpoint", None),
@@ -540,7 +540,7 @@ def kgqa_tools(settings: Any, ctx: MethodContext) -> dict[str, Tool]:
 
         tools["entity_search"] = search_tool(ctx.kb_version, ctx.root, "wikidata")
     if _opt(settings, "kb_gold", False) and ctx.kb_version:
-        from tasks.kgqa.kb_gold import kb_gold_tool
+        from tasks.methods.kgqa.kb_gold import kb_gold_tool
 
         tools["kb_gold"] = kb_gold_tool(ctx.kb_version, ctx.root, float(_opt(settings, "kb_gold_timeout_s", 20.0)))
     return tools
@@ -595,7 +595,7 @@ def kgqa_index_paths(settings: KgqaSettings, ctx: MethodContext) -> list[Path]:
         return []
     from storage import layout
     from tasks.kg.duckdb_store import index_folder
-    from tasks.kgqa.kb_gold import INDEX_NAME
+    from tasks.methods.kgqa.kb_gold import INDEX_NAME
     from tasks.search.kb_indexes import INDEX_FORMAT
 
     paths = [index_folder(ctx.kb_version, ctx.root)] if settings.kg == "duckdb" else []

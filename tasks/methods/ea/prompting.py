@@ -1,4 +1,4 @@
-"""EA-Agent prompts (paper Appendix F): rendering from ``tasks/agents/prompts/ea_*`` and parsing the replies.
+"""EA-Agent prompts (paper Appendix F): rendering from ``tasks/methods/ea/prompts/ea_*`` and parsing the replies.
 
 Inputs: the template files (tool pool, path planning, Entity Alignment Tool, Reflector, path rewriting), the
 entity statistics and the selected triples. Outputs: prompt texts; parsed tool paths and chosen IRIs.
@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-PROMPTS = Path(__file__).resolve().parent.parent / "agents" / "prompts"
+from tasks.methods.prompt_files import PromptFolder
+
+PROMPTS = PromptFolder(__file__)
 
 ATTR = "AttributeTripleSelector"
 REL = "RelationTripleSelector"
@@ -37,8 +38,8 @@ _BRACKET = re.compile(r"\[([^\[\]\n]{1,300})\]")
 
 
 def template(name: str) -> str:
-    """Text of ``tasks/agents/prompts/<name>``."""
-    return (PROMPTS / name).read_text(encoding="utf-8")
+    """Text of ``tasks/methods/ea/prompts/<name>``."""
+    return PROMPTS.text(name)
 
 
 def fill(text: str, values: Mapping[str, object]) -> str:

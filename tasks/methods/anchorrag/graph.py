@@ -1,7 +1,7 @@
 """Relation-aware entity grounding (AnchorRAG Eq. 1-2) and the graph views the retriever prompts show.
 
 Inputs: relation rows from the ``kg_relations`` tool (``[pid, label, direction, count]``), fact dicts from
-``kg_neighbours`` (``tasks.kgqa.tools.fact_dict``) and SBERT similarities. Outputs: grounding scores, candidate
+``kg_neighbours`` (``tasks.methods.kg_tools.fact_dict``) and SBERT similarities. Outputs: grounding scores, candidate
 relation names, neighbour candidates and triple texts.
 
 * **Grounding** (§3.3): ``s(r, q) = <SBERT(r), SBERT(q)>`` for every 1-hop relation ``r`` of a candidate entity
@@ -11,7 +11,7 @@ relation names, neighbour candidates and triple texts.
   ``Score``, ties by their dense name similarity.
 * **Relations shown** (§3.4 "filter out trivial or schema-level relations ... as well as previously visited
   relations"): identifier, media and skip-listed properties are dropped with the KGQA rule
-  (``tasks.kgqa.context.keep_property``), visited (property, direction) pairs too. An incoming relation is
+  (``tasks.methods.kg_context.keep_property``), visited (property, direction) pairs too. An incoming relation is
   named ``"<label> (reverse)"``.
 * **Triples** read ``subject, relation, object`` in the KG's direction (the prompts' example format); an
   entity without an English label shows as ``UnName_Entity`` (ToG's convention), a literal as its value.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tasks.kgqa.context import keep_property
+from tasks.methods.kg_context import keep_property
 
 UNNAMED = "UnName_Entity"
 REVERSE = " (reverse)"

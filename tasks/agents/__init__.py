@@ -1,1 +1,0 @@
-"""agents: Prefect-free library code (never imports prefect)."""

@@ -1,1 +1,0 @@
-"""Prefect-free pieces of AnchorRAG and its ToG baseline: prompt output parsers, relation-aware grounding, triples."""
