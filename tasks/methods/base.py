@@ -15,12 +15,14 @@ owns sharding, the backend, caching, persistence and metrics; a method only says
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from tasks.methods.prompt_files import PromptFolder, file_hashes
 from tasks.methods.runtime import AgentFn, Tool
 
 
@@ -70,6 +72,9 @@ class Method:
     metric_family: ClassVar[str | None] = "linking"
     #: Task kinds the method accepts (None: any); ``linkedqa run`` refuses other datasets with a clear error.
     tasks: ClassVar[tuple[str, ...] | None] = None
+    #: Prompt files the method reads, relative to ``tasks/methods`` (None: every file of the ``prompts/``
+    #: folder beside the module that defines the method). Only these enter the method's run ids.
+    prompt_files: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, settings: MethodSettings):
         self.settings = settings
@@ -101,6 +106,18 @@ class Method:
     def family_for(cls, task: str) -> str:
         """Metric family of this method on a dataset of kind ``task``."""
         return cls.metric_family or TASK_FAMILIES[task]
+
+    @classmethod
+    def prompt_files_for(cls, task: str) -> list[str]:
+        """Prompt files a run on a dataset of kind ``task`` reads (relative to ``tasks/methods``)."""
+        if cls.prompt_files is not None:
+            return list(cls.prompt_files)
+        return PromptFolder(inspect.getfile(cls)).files()
+
+    @classmethod
+    def prompt_hashes(cls, task: str) -> dict[str, str]:
+        """sha256[:12] of each prompt file the method reads on ``task`` (part of the run id and manifest)."""
+        return file_hashes(cls.prompt_files_for(task))
 
     def extra_metrics(self, task: str) -> list[str] | None:
         """Metrics beyond the family's, fixed by the method and its settings (not by the data).

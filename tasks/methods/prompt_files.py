@@ -44,7 +44,8 @@ class PromptFolder:
         """Every prompt file of the folder, as paths relative to ``tasks/methods`` (sorted)."""
         if not self.path.is_dir():
             return []
-        return sorted(str(p.relative_to(METHODS_ROOT)) for p in self.path.iterdir() if p.is_file())
+        family = self.path.parent.name
+        return sorted(f"{family}/prompts/{p.name}" for p in self.path.iterdir() if p.is_file())
 
 
 def file_hashes(relative_paths: list[str] | tuple[str, ...]) -> dict[str, str]:
@@ -53,4 +54,5 @@ def file_hashes(relative_paths: list[str] | tuple[str, ...]) -> dict[str, str]:
     Raises:
         FileNotFoundError: A declared prompt file does not exist (a method/prompt mismatch).
     """
-    return {rel: hashlib.sha256((METHODS_ROOT / rel).read_bytes()).hexdigest()[:12] for rel in sorted(relative_paths)}
+    root = METHODS_ROOT
+    return {rel: hashlib.sha256((root / rel).read_bytes()).hexdigest()[:12] for rel in sorted(relative_paths)}

@@ -8,7 +8,6 @@ command resumes/reuses a run and a different config never overwrites one.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -84,12 +83,6 @@ def resolve_kb(kb: str | None, root: Path | None = None) -> str | None:
         return named[-1]
     available = ", ".join(versions) or "none (run linkedqa kb build)"
     raise LookupError(f"no published KB named {kb!r}; available: {available}")
-
-
-def prompt_hashes() -> dict[str, str]:
-    """sha256[:12] of every prompt template file (recorded in plans and manifests)."""
-    files = sorted(layout.REPO_ROOT.glob("tasks/methods/*/prompts/*"), key=lambda p: p.name)
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in files if p.is_file()}
 
 
 def contiguous_shards(n_items: int, n_shards: int) -> list[tuple[int, int]]:

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from storage import layout
 from storage.manifest import git_sha, now_iso, read_manifest, write_json_atomic, write_manifest
@@ -31,7 +30,6 @@ from storage.parquet_io import part_files, read_table, remove_temp_files, write_
 from storage.schemas import PREDICTIONS
 from tasks.datasets.registry import dataset_task
 from tasks.datasets.store import latest_dataset_folder, store_dataset
-from tasks.methods.base import MethodContext
 from tasks.methods.registry import get_method
 from tasks.methods.runtime import RunProgress, run_agents
 from tasks.metrics.base import METRICS_FORMAT
@@ -44,9 +42,9 @@ from tasks.runs.config import (
     RunPlan,
     contiguous_shards,
     make_run_id,
-    prompt_hashes,
     resolve_kb,
 )
+from tasks.runs.resolve import ResolvedRun, resolve_run
 
 Log = Callable[[str], None]
 
@@ -87,8 +85,9 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
     """
     method_cls = get_method(cfg.method)
     settings = method_cls.parse_settings(cfg.settings)
-    method_cls.check_task(cfg.dataset, dataset_task(cfg.dataset))
-    needs_kb = method_cls.needs_kb_for(dataset_task(cfg.dataset))
+    task = dataset_task(cfg.dataset)
+    method_cls.check_task(cfg.dataset, task)
+    needs_kb = method_cls.needs_kb_for(task)
     kb_version = resolve_kb(cfg.kb, root) if needs_kb else None
     if needs_kb and kb_version is None:
         raise LookupError("no KB built yet: run `linkedqa kb build --sample` first")
@@ -97,7 +96,7 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
         rows = rows[: cfg.limit]
     if not rows:
         raise LookupError(f"no questions in {cfg.dataset}/{split}")
-    hashes = prompt_hashes()
+    hashes = method_cls.prompt_hashes(task)
     settings_dump = settings.model_dump(mode="json")
     run_id = make_run_id(cfg, settings_dump, ds_version, split, kb_version, hashes)
     ids = [r["question_id"] for r in rows]
@@ -130,9 +129,11 @@ def plan_questions(plan: RunPlan, root: Path | None = None, start: int = 0, end:
     return [by_id[q] for q in plan.question_ids[start:end]]
 
 
-def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Path | None = None,
+def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None, data_root: Path | None = None,
                   log: Log = print) -> dict:
     """Run one shard of a method and write its predictions part (skip when the part exists).
+
+    ``plan`` may be the persisted plan or the run already resolved (:func:`tasks.runs.resolve.resolve_run`).
 
     Progress: one :func:`tasks.progress.progress` reporter per shard (items finished / total, step, active
     items, requests answered in the running step, generated tokens per second of LLM time, ETA).
@@ -140,7 +141,9 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
     Returns:
         The shard record (rows, errors, timings, LLM and tool statistics).
     """
-    rdir = layout.run_dir(plan.run_id, root)
+    run = resolve_run(plan, root)
+    plan, root = run.plan, run.root
+    rdir = run.run_dir
     part = shard_part(plan, i, root)
     rec_path = rdir / "shards" / f"shard-{i:05d}.json"
     if part.is_file():
@@ -148,13 +151,10 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
         return {**rec, "skipped": True}
     t0 = time.perf_counter()
     questions = plan_questions(plan, root, *plan.shard_bounds[i])
-    method_cls = get_method(plan.config.method)
-    method = method_cls(method_cls.Settings(**plan.method_settings))
-    task = dataset_task(plan.config.dataset)
-    ctx = MethodContext(kb_version=plan.kb_version, root=root or layout.home(), run_dir=rdir,
-                        dataset=plan.config.dataset, task=task)
+    method = run.method
+    ctx = run.context()
     tools = method.build_tools(ctx)
-    backend = get_backend(plan.config, root) if method_cls.needs_llm else None
+    backend = get_backend(plan.config, root) if run.method_cls.needs_llm else None
     t_ready = time.perf_counter()
 
     with progress(f"{plan.config.method} shard {i + 1}/{plan.n_shards}", total=len(questions), unit="item") as bar:
@@ -189,7 +189,7 @@ def execute_shard(plan: RunPlan, i: int, root: Path | None = None, data_root: Pa
             "scores": None,
             **({"_extra_scores": o["scores"]} if isinstance(o.get("scores"), dict) else {}),
         })
-    scores = per_item_scores(method_cls.family_for(task), rows, questions, method.extra_metrics(task))
+    scores = per_item_scores(run.family, rows, questions, run.extra_metrics)
     for r in rows:
         extra = r.pop("_extra_scores", {})
         r["scores"] = {**scores.get(r["question_id"], {}), **extra}
@@ -226,7 +226,7 @@ def read_predictions(run_id: str, root: Path | None = None):
     return read_table(layout.run_dir(run_id, root) / "predictions", "predictions")
 
 
-def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | None = None,
+def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, root: Path | None = None,
                  log: Log = print) -> list[dict]:
     """Check shards, compute metrics from the stored predictions, write metrics/runs parts and the manifest.
 
@@ -236,7 +236,8 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
     Raises:
         RuntimeError: Missing shards, duplicated or missing question ids.
     """
-    rdir = layout.run_dir(plan.run_id, root)
+    run = resolve_run(plan, root)
+    plan, root, rdir = run.plan, run.root, run.run_dir
     done = read_manifest(rdir)
     if done is not None:
         return read_table(rdir / "metrics", "metrics").to_pylist()
@@ -253,14 +254,12 @@ def finalize_run(plan: RunPlan, started_at: str, wall_s: float, root: Path | Non
     if stale:
         log(f"removed {len(stale)} temp file(s) left by killed writers: {', '.join(p.name for p in stale)}")
     questions = plan_questions(plan, root)
-    method_cls = get_method(plan.config.method)
+    method_cls = run.method_cls
     shard_recs = [json.loads(p.read_text()) for p in sorted((rdir / "shards").glob("shard-*.json"))]
     # a resumed run also spent the wall time of the shards finished by earlier attempts
     wall_s += sum(r.get("wall_s", 0.0) for r in shard_recs if r.get("finished_at", "") < started_at)
-    task = dataset_task(plan.config.dataset)
-    method = method_cls(method_cls.Settings(**plan.method_settings))
-    summary = summary_metrics(method_cls.family_for(task), preds.to_pylist(), questions, method.extra_metrics(task))
-    summary += efficiency_metrics(preds, shard_recs, wall_s, root, plan)
+    summary = summary_metrics(run.family, preds.to_pylist(), questions, run.extra_metrics)
+    summary += efficiency_metrics(preds, shard_recs, wall_s, run)
     metric_rows = [
         {"run_id": plan.run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split,
          "metric": m["metric"], "value": m["value"], "n": m["n"]}
@@ -303,8 +302,7 @@ EFFICIENCY_METRICS = frozenset({"wall_s", "llm_calls", "prompt_tokens", "complet
                                 "index_disk_mb"})
 
 
-def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, root: Path | None,
-                       plan: RunPlan) -> list[dict]:
+def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, run: ResolvedRun) -> list[dict]:
     """Efficiency accounting stored as metric rows (wall time, calls, tokens, memory, index size)."""
     n = preds.num_rows
     calls = int(pc.sum(preds["llm_calls"]).as_py() or 0)
@@ -326,7 +324,7 @@ def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, root: Path 
     ]
     out.append({"metric": "retrieval_s", "value": float(sum(r.get("tool_seconds", 0.0) for r in shard_recs)),
                 "n": n})
-    paths = method_index_paths(plan, root)
+    paths = run.index_paths()
     if paths is not None:
         out.append({"metric": "index_disk_mb", "value": sum(disk_bytes(p) for p in paths) / 2**20, "n": n})
     return out
@@ -337,19 +335,6 @@ def disk_bytes(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
-
-
-def method_index_paths(plan: RunPlan, root: Path | None) -> list[Path] | None:
-    """What the run's retrieval keeps on disk (``Method.index_paths``; all KB indexes when unspecified)."""
-    method_cls = get_method(plan.config.method)
-    method = method_cls(method_cls.Settings(**plan.method_settings))
-    home = root or layout.home()
-    ctx = MethodContext(kb_version=plan.kb_version, root=home, dataset=plan.config.dataset,
-                        task=dataset_task(plan.config.dataset))
-    paths = method.index_paths(ctx)
-    if paths is None and plan.kb_version:
-        return [home / "indexes" / plan.kb_version]
-    return paths
 
 
 def stored_metrics_format(manifest: dict) -> int:
@@ -363,30 +348,19 @@ def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict]
     Only the metrics computed from predictions are recomputed; the cost rows (:data:`EFFICIENCY_METRICS`:
     wall time, tokens, memory...) describe the original execution and are not in ``recomputed``.
     """
-    plan, rdir, _ = _finished_run(run_id, root)
-    preds = read_predictions(run_id, root).to_pylist()
-    family, extra = _metric_family(plan)
-    recomputed = summary_metrics(family, preds, plan_questions(plan, root), extra)
-    stored = pq.read_table(rdir / "metrics").to_pylist()
+    run, _ = _finished_run(run_id, root)
+    preds = read_predictions(run_id, run.root).to_pylist()
+    recomputed = summary_metrics(run.family, preds, plan_questions(run.plan, run.root), run.extra_metrics)
+    stored = read_table(run.run_dir / "metrics", "metrics").to_pylist()
     return recomputed, stored
 
 
-def _finished_run(run_id: str, root: Path | None) -> tuple[RunPlan, Path, dict]:
-    from tasks.runs.config import load_plan
-
-    plan = load_plan(run_id, root)
-    rdir = layout.run_dir(run_id, root)
-    manifest = read_manifest(rdir)
+def _finished_run(run_id: str, root: Path | None) -> tuple[ResolvedRun, dict]:
+    run = resolve_run(run_id, root)
+    manifest = read_manifest(run.run_dir)
     if manifest is None:
         raise RuntimeError(f"run {run_id} is unfinished (no manifest); re-run its command to resume it")
-    return plan, rdir, manifest
-
-
-def _metric_family(plan: RunPlan) -> tuple[str, list[str]]:
-    method_cls = get_method(plan.config.method)
-    task = dataset_task(plan.config.dataset)
-    method = method_cls(method_cls.Settings(**plan.method_settings))
-    return method_cls.family_for(task), method.extra_metrics(task)
+    return run, manifest
 
 
 def rewrite_metrics(run_id: str, root: Path | None = None) -> dict:
@@ -400,16 +374,16 @@ def rewrite_metrics(run_id: str, root: Path | None = None) -> dict:
     Returns:
         ``{"from": old version, "to": new version, "changed": {metric: (old, new)}}``.
     """
-    plan, rdir, manifest = _finished_run(run_id, root)
-    family, extra = _metric_family(plan)
-    questions = plan_questions(plan, root)
+    run, manifest = _finished_run(run_id, root)
+    plan, rdir = run.plan, run.run_dir
+    questions = plan_questions(plan, run.root)
     for part in part_files(rdir / "predictions"):
         rows = read_table(part, "predictions").to_pylist()
-        scores = per_item_scores(family, rows, questions, extra)
+        scores = per_item_scores(run.family, rows, questions, run.extra_metrics)
         for r in rows:
             r["scores"] = {**dict(r["scores"] or {}), **scores.get(r["question_id"], {})}
         write_table(rows, "predictions", part)
-    recomputed, stored = recompute_metrics(run_id, root)
+    recomputed, stored = recompute_metrics(run_id, run.root)
     old = {r["metric"]: r["value"] for r in stored}
     base = {k: stored[0][k] for k in ("run_id", "method", "dataset", "split")} if stored else {
         "run_id": run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split}

@@ -186,6 +186,7 @@ def ea_embed_agent(settings: EaEmbedSettings):
 class EaEmbedMethod(Method):
     """``linkedqa run ea-embed --dataset dbp15k-fr-en``."""
 
+    prompt_files = ()  # no prompts
     name = "ea-embed"
     description = "embedding entity alignment (MiniLM names + neighbours, char n-grams, seed anchors, CSLS)"
     Settings = EaEmbedSettings

@@ -34,7 +34,7 @@ from storage import layout
 from storage.parquet_io import part_files
 from tasks.llm.types import ChatRequest, SamplingConfig
 from tasks.methods.base import Method, MethodContext, MethodSettings
-from tasks.methods.kgqa.method import closed_book_kg_agent, closed_book_kg_tools, kgqa_index_paths
+from tasks.methods.kgqa.method import KgOneHopMethod, closed_book_kg_agent, closed_book_kg_tools, kgqa_index_paths
 from tasks.methods.prompt_files import PromptFolder
 from tasks.methods.runtime import ItemContext, LLMCall, ToolCall
 
@@ -157,6 +157,13 @@ class ClosedBookMethod(Method):
     def needs_kb_for(cls, task: str) -> bool:
         """KGQA answers are linked back to QIDs through the KB; text QA needs none."""
         return task == "kgqa"
+
+    @classmethod
+    def prompt_files_for(cls, task: str) -> list[str]:
+        """The QA prompts; on KGQA datasets the KGQA family's prompts, which the delegated agent reads."""
+        if task == "kgqa":
+            return KgOneHopMethod.prompt_files_for(task)
+        return super().prompt_files_for(task)
 
     def index_paths(self, ctx: MethodContext) -> list[Path]:
         """Nothing for text QA; the answer-linking indexes on KGQA datasets."""

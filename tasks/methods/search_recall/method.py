@@ -47,6 +47,7 @@ def search_recall_agent(settings: SearchRecallSettings, kb_qids: set[str]):
 class SearchRecallMethod(Method):
     """``linkedqa run search-recall``."""
 
+    prompt_files = ()  # no prompts
     name = "search-recall"
     description = "gold mention -> BM25 entity search -> recall@1/10/50 (all questions, and KB-covered ones)"
     Settings = SearchRecallSettings
