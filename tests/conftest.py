@@ -78,11 +78,16 @@ def kb_home(sample_kb: str, session_home: Path, monkeypatch: pytest.MonkeyPatch)
 
 # ---------------------------------------------------------------- no server may outlive the session
 _SESSION_START = __import__("time").time()
+# Every process this session starts inherits this tag, so the leak check below never touches the servers of
+# another pytest (or `linkedqa`) running beside this one on the same machine.
+_SESSION_TAG = f"{os.getpid()}-{_SESSION_START}"
+os.environ["LINKEDQA_TEST_SESSION"] = _SESSION_TAG
 
 
 def _orphaned_servers() -> list:
-    """Prefect/uvicorn or Oxigraph processes of this checkout's venv, started during this session, whose parent
-    died (re-parented to init or a subreaper): servers a test started and did not stop."""
+    """Prefect/uvicorn or Oxigraph processes of this checkout's venv, started by this session (they carry its
+    ``LINKEDQA_TEST_SESSION`` tag), whose parent died (re-parented to init or a subreaper): servers a test
+    started and did not stop."""
     import sys
 
     import psutil
@@ -94,6 +99,11 @@ def _orphaned_servers() -> list:
         if p.info["create_time"] < _SESSION_START - 2 or p.pid == os.getpid():  # create_time is coarse
             continue
         if venv in cmd and ("uvicorn" in cmd or "oxigraph" in cmd):
+            try:
+                if p.environ().get("LINKEDQA_TEST_SESSION") != _SESSION_TAG:
+                    continue
+            except psutil.Error:
+                continue
             try:
                 parent = psutil.Process(p.info["ppid"])
                 if parent.pid == 1 or venv not in " ".join(parent.cmdline()):

@@ -1,4 +1,8 @@
-"""Explicit method registry (``linkedqa run METHOD``): name -> Method class."""
+"""Explicit method registry (``linkedqa run METHOD``): name -> Method class.
+
+Adding a method is one folder (``tasks/methods/<family>/`` with its ``Method`` subclass and ``prompts/``) plus one
+line in ``METHODS`` below; :func:`register` does the same at run time (plugins, tests).
+"""
 
 from __future__ import annotations
 
@@ -33,6 +37,20 @@ class UnknownMethod(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+def register(cls: type[Method]) -> type[Method]:
+    """Add a method class to the registry under ``cls.name`` (usable as a class decorator).
+
+    Raises:
+        ValueError: No name, or the name is taken by another class.
+    """
+    if not cls.name:
+        raise ValueError(f"{cls.__qualname__} has no name")
+    if METHODS.get(cls.name, cls) is not cls:
+        raise ValueError(f"method name {cls.name!r} is already registered by {METHODS[cls.name].__qualname__}")
+    METHODS[cls.name] = cls
+    return cls
 
 
 def get_method(name: str) -> type[Method]:
