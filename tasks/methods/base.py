@@ -51,6 +51,8 @@ class MethodContext:
         dataset: Dataset name of the run.
         task: The dataset's task kind (``tasks.datasets.registry.dataset_task``).
         extra: Free slot for state a method computes in ``build_tools`` and its agent reads.
+        side_outputs: Files ``build_tools`` wants under the run folder (``name.json``: a value, ``name.jsonl``: a
+            list of records); the run machinery writes them (``storage.side_files``): methods write no files.
     """
 
     kb_version: str | None
@@ -59,6 +61,7 @@ class MethodContext:
     dataset: str = ""
     task: str = "qa"
     extra: dict[str, Any] = field(default_factory=dict)
+    side_outputs: dict[str, Any] = field(default_factory=dict)
 
 
 class Method:
@@ -153,5 +156,10 @@ class Method:
         """
         return None if ctx.kb_version else []
 
-    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext, shard: int) -> None:
-        """Optional per-shard side outputs (e.g. SFT exports) written under the run folder."""
+    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext,
+                    shard: int) -> dict[str, Any] | None:
+        """Optional per-shard side outputs (e.g. SFT exports) as ``{relative name: value}``.
+
+        The run machinery writes them under the run folder (``*.jsonl``: a list of records, ``*.json``: a value).
+        """
+        return None

@@ -28,6 +28,7 @@ from storage import layout
 from storage.manifest import git_sha, now_iso, read_manifest, write_json_atomic, write_manifest
 from storage.parquet_io import part_files, read_table, remove_temp_files, write_table
 from storage.schemas import PREDICTIONS
+from storage.side_files import write_side_outputs
 from tasks.datasets.registry import dataset_task
 from tasks.datasets.store import latest_dataset_folder, store_dataset
 from tasks.methods.registry import get_method
@@ -154,6 +155,7 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
     method = run.method
     ctx = run.context()
     tools = method.build_tools(ctx)
+    write_side_outputs(rdir, ctx.side_outputs)
     backend = get_backend(plan.config, root) if run.method_cls.needs_llm else None
     t_ready = time.perf_counter()
 
@@ -193,7 +195,7 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
     for r in rows:
         extra = r.pop("_extra_scores", {})
         r["scores"] = {**scores.get(r["question_id"], {}), **extra}
-    method.postprocess(outputs, questions, ctx, i)
+    write_side_outputs(rdir, method.postprocess(outputs, questions, ctx, i))
     rec = {
         "shard": i,
         "rows": len(rows),

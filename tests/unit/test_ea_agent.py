@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.side_files import write_side_outputs
 from tasks.datasets.dbp15k import split_of
 from tasks.datasets.ea_kg import read_pair_cached
 from tasks.llm.scripted import ScriptedBackend
@@ -24,7 +25,7 @@ from tasks.methods.ea.agent_method import (
     ea_agent,
     selector_tool,
     sft_records,
-    write_sft,
+    sft_side_outputs,
 )
 from tasks.methods.ea.embed import EmbedConfig
 from tasks.methods.ea.embed_method import CandidateTool
@@ -101,7 +102,7 @@ def test_rounds_rewards_and_sft_export(tools, tmp_path: Path):
     rec = recs[0][0]
     assert rec["path"][-1] == "Reflector" and rec["rewritten_path"] == ["RelationTripleSelector", "EntityAlignmentTool"]
     assert rec["messages"][1]["content"] == REWRITE and "Statistics:" in rec["messages"][0]["content"]
-    write_sft(outs, tmp_path, 3, 2)
+    write_side_outputs(tmp_path, sft_side_outputs(outs, 3, 2))
     lines = (tmp_path / "sft" / "round-1" / "part-00003.jsonl").read_text().splitlines()
     assert len(lines) == 6 and json.loads(lines[0])["round"] == 1
     assert json.loads((tmp_path / "sft" / "round-1" / "part-00003.json").read_text())["records"] == 6

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from storage.side_files import write_side_outputs
 from tasks.llm.scripted import ScriptedBackend
 from tasks.llm.types import ChatRequest
 from tasks.methods.ela.method import ElaSettings, ela_agent, format_candidates, parse_answer, parse_search
@@ -114,7 +115,7 @@ def test_export_sft_keeps_only_exact_matches(tmp_path):
     out, _ = run_agents(ela_agent(method.settings), items, ScriptedBackend(_script), {"entity_search": search_tool})
     questions = [{**items[0], "gold_entities": ["Q90", "Q142"]}, {**items[1], "gold_entities": ["Q167646"]}]
     ctx = MethodContext(kb_version=None, root=tmp_path, run_dir=tmp_path / "run")
-    method.postprocess(out, questions, ctx, shard=0)
+    write_side_outputs(ctx.run_dir, method.postprocess(out, questions, ctx, shard=0))
     lines = (tmp_path / "run/sft/part-00000.jsonl").read_text().splitlines()
     assert len(lines) == 1
     rec = json.loads(lines[0])

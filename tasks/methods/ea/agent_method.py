@@ -46,7 +46,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storage.manifest import write_json_atomic
 from tasks.datasets.ea_kg import AlignmentPair
 from tasks.llm.types import ChatRequest, Completion, SamplingConfig
 from tasks.methods.base import Method, MethodContext, UnknownSetting
@@ -282,11 +281,12 @@ class EaAgentMethod(Method):
         """The EA-Agent step machine."""
         return ea_agent(self.settings)
 
-    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext, shard: int) -> None:
-        """Write the policy-update records of every round as SFT JSONL under the run folder."""
-        if ctx.run_dir is None or not self.settings.rewrite:
-            return
-        write_sft(outputs, ctx.run_dir, shard, self.settings.rounds)
+    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext,
+                    shard: int) -> dict[str, Any] | None:
+        """The policy-update records of every round as SFT JSONL side outputs of the run."""
+        if not self.settings.rewrite:
+            return None
+        return sft_side_outputs(outputs, shard, self.settings.rounds)
 
 
 def sft_records(outputs: list[dict], n_rounds: int) -> dict[int, list[dict[str, Any]]]:
@@ -312,14 +312,11 @@ def sft_records(outputs: list[dict], n_rounds: int) -> dict[int, list[dict[str, 
     return per
 
 
-def write_sft(outputs: list[dict], run_dir, shard: int, n_rounds: int) -> None:
-    """``sft/round-<r>/part-<shard>.jsonl`` (+ a ``.json`` count file) for every round, written atomically."""
+def sft_side_outputs(outputs: list[dict], shard: int, n_rounds: int) -> dict[str, Any]:
+    """``sft/round-<r>/part-<shard>.jsonl`` (records) and ``.json`` (counts) for every round."""
+    out: dict[str, Any] = {}
     for r, recs in sft_records(outputs, n_rounds).items():
-        path = run_dir / "sft" / f"round-{r}" / f"part-{shard:05d}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for rec in recs:
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        tmp.replace(path)
-        write_json_atomic(path.with_suffix(".json"), {"records": len(recs), "items": len(outputs), "round": r})
+        stem = f"sft/round-{r}/part-{shard:05d}"
+        out[f"{stem}.jsonl"] = recs
+        out[f"{stem}.json"] = {"records": len(recs), "items": len(outputs), "round": r}
+    return out

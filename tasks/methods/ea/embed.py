@@ -24,7 +24,6 @@ files keyed by the content hash of the names (encoding is the slow part on CPU).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from storage.side_files import ArtifactCache
 from tasks.datasets.ea_kg import KG, AlignmentPair
 from tasks.methods.ea.translit import normalize_name
 
@@ -78,12 +78,12 @@ def _l2_sparse(m: sp.csr_matrix) -> sp.csr_matrix:
     return sp.csr_matrix(sp.diags(1.0 / norms) @ m, dtype=np.float32)
 
 
-def name_embeddings(names: Sequence[str], cache_dir: Path | None = None) -> np.ndarray:
+def name_embeddings(names: Sequence[str], cache_dir: Path | ArtifactCache | None = None) -> np.ndarray:
     """L2-normalised MiniLM vectors of ``names`` (cached under ``cache_dir`` by content hash).
 
     Args:
         names: Entity names.
-        cache_dir: Folder for ``minilm-<hash>.npy`` (no caching when None).
+        cache_dir: Artifact cache (or its folder) holding ``minilm-<hash>.npy`` (no caching when None).
 
     Returns:
         ``(len(names), 384)`` float32.
@@ -91,16 +91,8 @@ def name_embeddings(names: Sequence[str], cache_dir: Path | None = None) -> np.n
     from tasks.search.passages import MODEL_NAME, encode
 
     key = hashlib.sha256(("\n".join(names) + "\0" + MODEL_NAME).encode()).hexdigest()[:16]
-    path = Path(cache_dir) / f"minilm-{key}.npy" if cache_dir is not None else None
-    if path is not None and path.is_file():
-        return np.load(path)
-    vecs = encode(list(names), batch_size=256)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}.npy")
-        np.save(tmp, vecs)
-        os.replace(tmp, path)
-    return vecs
+    cache = cache_dir if isinstance(cache_dir, ArtifactCache) else ArtifactCache(cache_dir)
+    return cache.array(f"minilm-{key}", lambda: encode(list(names), batch_size=256))
 
 
 def neighbour_embeddings(kg: KG, emb: np.ndarray, rows: Sequence[int]) -> np.ndarray:

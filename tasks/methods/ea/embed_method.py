@@ -24,8 +24,9 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from storage.manifest import config_hash, read_json, write_json_atomic
+from storage.manifest import config_hash
 from storage.parquet_io import read_table
+from storage.side_files import ArtifactCache
 from tasks.datasets.ea_kg import AlignmentPair, kg_dir
 from tasks.methods.base import Method, MethodContext, MethodSettings
 from tasks.methods.ea.embed import TUNE_GRID, AlignmentScorer, EmbedConfig, tune_config
@@ -136,7 +137,7 @@ def build_candidate_tool(ctx: MethodContext, cfg: EmbedConfig, tune: bool = True
     """The candidate tool of the run's DBP15K dataset (KG tables written on first use).
 
     With ``tune``, the weights and CSLS of ``cfg`` are replaced by the ones chosen on the train links; the config
-    used is written to ``<run_dir>/ea_embed_config.json``.
+    used becomes the side output ``ea_embed_config.json`` of the run.
     """
     from tasks.datasets.dbp15k import ensure_kg
     from tasks.datasets.store import latest_dataset_folder
@@ -144,26 +145,25 @@ def build_candidate_tool(ctx: MethodContext, cfg: EmbedConfig, tune: bool = True
     ap = ensure_kg(ctx.dataset, ctx.root)
     folder = latest_dataset_folder(ctx.dataset, ctx.root)
     links = split_links(folder)
-    cache = kg_dir(folder) / "embeddings"
+    cache = ArtifactCache(kg_dir(folder) / "embeddings")
     if tune:
         cfg = tuned_config(ap, links.get("train", []), cfg, cache)
-    if ctx.run_dir is not None:
-        write_json_atomic(ctx.run_dir / "ea_embed_config.json", {"tuned": tune, **asdict(cfg)})
+    ctx.side_outputs["ea_embed_config.json"] = {"tuned": tune, **asdict(cfg)}
     return CandidateTool(ap, links, cfg, cache), ap
 
 
-def tuned_config(ap: AlignmentPair, train: list[tuple[str, str]], base: EmbedConfig, cache: Path) -> EmbedConfig:
+def tuned_config(ap: AlignmentPair, train: list[tuple[str, str]], base: EmbedConfig,
+                 cache: ArtifactCache) -> EmbedConfig:
     """:func:`tasks.methods.ea.embed.tune_config` on the train links, cached as JSON beside the MiniLM vectors."""
     if not train:
         raise ValueError("tune=true needs the train split's seed links; none are stored")
     key = config_hash({"base": asdict(base), "train": train, "grid": TUNE_GRID}, 16)
-    path = cache / f"tuned-{key}.json"
-    stored = read_json(path)
-    if stored is not None:
-        return EmbedConfig(**stored["config"])
-    cfg, results = tune_config(ap, train, base, cache)
-    write_json_atomic(path, {"config": asdict(cfg), "grid": results})
-    return cfg
+
+    def tune() -> dict:
+        cfg, results = tune_config(ap, train, base, cache)
+        return {"config": asdict(cfg), "grid": results}
+
+    return EmbedConfig(**cache.json(f"tuned-{key}", tune)["config"])
 
 
 def ea_embed_agent(settings: EaEmbedSettings):

@@ -13,11 +13,9 @@ Inputs: question rows. Outputs: ``predicted_entities`` (QIDs), the trajectory, a
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Literal
 
-from storage.manifest import write_json_atomic
 from tasks.llm.types import ChatRequest, SamplingConfig
 from tasks.methods.base import Method, MethodContext, MethodSettings
 from tasks.methods.prompt_files import PromptFolder
@@ -195,10 +193,15 @@ class ElaMethod(Method):
         """The ELA step machine."""
         return ela_agent(self.settings)
 
-    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext, shard: int) -> None:
-        """Self-play export: keep trajectories whose predicted set equals the gold set (paper §Implementation)."""
-        if not self.settings.export_sft or ctx.run_dir is None:
-            return
+    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext,
+                    shard: int) -> dict[str, Any] | None:
+        """Self-play export: keep trajectories whose predicted set equals the gold set (paper §Implementation).
+
+        Returns:
+            ``sft/part-<shard>.jsonl`` (the kept records) and ``sft/part-<shard>.json`` (counts).
+        """
+        if not self.settings.export_sft:
+            return None
         gold = {q["question_id"]: set(q.get("gold_entities") or []) for q in questions}
         texts = questions_by_id(questions)
         kept = []
@@ -207,14 +210,8 @@ class ElaMethod(Method):
             if sft and not o.get("error") and set(o.get("predicted_entities") or []) == gold.get(o["question_id"]):
                 kept.append({"question_id": o["question_id"], "query": texts[o["question_id"]],
                              "cot": sft["cot"], "answer": o["predicted_entities"], "messages": sft["messages"]})
-        path = ctx.run_dir / "sft" / f"part-{shard:05d}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for rec in kept:
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        tmp.replace(path)
-        write_json_atomic(path.with_suffix(".json"), {"kept": len(kept), "total": len(outputs)})
+        return {f"sft/part-{shard:05d}.jsonl": kept,
+                f"sft/part-{shard:05d}.json": {"kept": len(kept), "total": len(outputs)}}
 
 
 def questions_by_id(questions: list[dict]) -> dict[str, str]:
