@@ -97,7 +97,7 @@ def alignment_metrics(
     return out
 
 
-def alignment_family(items: Sequence[Any], _ks: tuple[int, ...] = ()) -> dict[str, MetricResult]:
+def alignment_group(items: Sequence[Any], _ks: tuple[int, ...] = ()) -> dict[str, MetricResult]:
     """Metric-registry adapter: items with ``predicted_entities``, ``answers``, ``gold_entities``, ``question_id``."""
     sel = [it for it in items if it.gold_entities is not None]
     return alignment_metrics([it.predicted_entities for it in sel], [it.answers for it in sel],

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.metrics.alignment import ALIGNMENT_METRICS, alignment_family
+from tasks.metrics.alignment import ALIGNMENT_METRICS, alignment_group
 from tasks.metrics.base import MetricError, MetricResult, merge_results
 from tasks.metrics.linking import DEFAULT_KS, LINKING_METRICS, hit_at_1, linking_metrics, recall_at_k
 from tasks.metrics.qa import ANSWER_EXTRACTORS, RETRIEVAL_KS, acc_sub, em, f1, retrieval_metrics, strategyqa_metrics
@@ -91,12 +91,12 @@ class EvalItem:
     dataset: str | None = None
 
 
-# ------------------------------------------------------------------------------------------- families
+# ----------------------------------------------- metric groups (metrics one pass computes; not a run's family)
 def _ids(items: Sequence[EvalItem]) -> list[str]:
     return [it.question_id for it in items]
 
 
-def _fam_linking(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
+def _group_linking(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
     sel = [it for it in items if it.gold_entities is not None]
     return linking_metrics([it.predicted_entities for it in sel], [it.gold_entities for it in sel], _ids(sel))
 
@@ -105,12 +105,12 @@ def _ranked(it: EvalItem) -> list[Any] | None:
     return it.ranked_entities if it.ranked_entities is not None else it.predicted_entities
 
 
-def _fam_recall(items: Sequence[EvalItem], ks: tuple[int, ...]) -> dict[str, MetricResult]:
+def _group_recall(items: Sequence[EvalItem], ks: tuple[int, ...]) -> dict[str, MetricResult]:
     sel = [it for it in items if it.gold_entities is not None]
     return recall_at_k([_ranked(it) for it in sel], [it.gold_entities for it in sel], ks, _ids(sel))
 
 
-def _fam_hit1(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
+def _group_hit1(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
     sel = [it for it in items if it.gold_entities is not None]
     return {"hit1": hit_at_1([_ranked(it) for it in sel], [it.gold_entities for it in sel], _ids(sel))}
 
@@ -121,18 +121,19 @@ def _extracted(it: EvalItem) -> str | None:
     return extract(it.answer) if extract else it.answer
 
 
-def _fam_answer(fn: Callable[..., MetricResult], items: Sequence[EvalItem], _ks: tuple[int, ...]):
+def _group_answer(fn: Callable[..., MetricResult], items: Sequence[EvalItem], _ks: tuple[int, ...]):
     sel = [it for it in items if it.gold_answers is not None]
     res = fn([_extracted(it) for it in sel], [it.gold_answers for it in sel], _ids(sel))
     return {res.name: res}
 
 
-def _fam_strategyqa(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
+def _group_strategyqa(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
     sel = [it for it in items if it.gold_answers]
     return strategyqa_metrics([it.answer for it in sel], [it.gold_answers for it in sel], _ids(sel))
 
 
-def _fam_retrieval(items: Sequence[EvalItem], ks: tuple[int, ...], rule: str = "substring") -> dict[str, MetricResult]:
+def _group_retrieval(items: Sequence[EvalItem], ks: tuple[int, ...],
+                     rule: str = "substring") -> dict[str, MetricResult]:
     missing = [it.question_id for it in items if not it.has_retrieved]
     if missing:
         raise MetricError(
@@ -145,7 +146,7 @@ def _fam_retrieval(items: Sequence[EvalItem], ks: tuple[int, ...], rule: str = "
     )
 
 
-_fam_retrieval_token = functools.partial(_fam_retrieval, rule="token")
+_group_retrieval_token = functools.partial(_group_retrieval, rule="token")
 
 
 def _qald_pred(it: EvalItem) -> list[str]:
@@ -161,46 +162,46 @@ def _qald_gold(it: EvalItem) -> list[str] | None:
     return [*(it.gold_answer_qids or []), *(literals or [])]
 
 
-def _fam_qald(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
+def _group_qald(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
     sel = [it for it in items if _qald_gold(it) is not None]
     return qald_metrics([_qald_pred(it) for it in sel], [_qald_gold(it) for it in sel], _ids(sel))
 
 
-def _fam_tog(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
+def _group_tog(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:
     return tog_metrics([None if it.error else it.answer for it in items], [it.gold_answers for it in items],
                        [it.predicted_entities for it in items], [it.gold_entities for it in items],
                        [it.answer_source for it in items], _ids(items))
 
 
-_Family = Callable[[Sequence[EvalItem], tuple[int, ...]], dict[str, MetricResult]]
+_Group = Callable[[Sequence[EvalItem], tuple[int, ...]], dict[str, MetricResult]]
 
-#: Fixed names -> family.
-_FIXED: dict[str, _Family] = {
-    **dict.fromkeys(LINKING_METRICS, _fam_linking),
-    "hit1": _fam_hit1,
-    "em": functools.partial(_fam_answer, em),
-    "f1": functools.partial(_fam_answer, f1),
-    "acc_sub": functools.partial(_fam_answer, acc_sub),
-    "strategyqa_acc": _fam_strategyqa,
-    "invalid_count": _fam_strategyqa,
-    "mrr_retrieval": _fam_retrieval,
-    "mrr_retrieval_token": _fam_retrieval_token,
-    **dict.fromkeys(QALD_METRICS, _fam_qald),
-    **dict.fromkeys(ALIGNMENT_METRICS, alignment_family),
-    **dict.fromkeys(TOG_METRICS, _fam_tog),
+#: Fixed names -> the group that computes them.
+_FIXED: dict[str, _Group] = {
+    **dict.fromkeys(LINKING_METRICS, _group_linking),
+    "hit1": _group_hit1,
+    "em": functools.partial(_group_answer, em),
+    "f1": functools.partial(_group_answer, f1),
+    "acc_sub": functools.partial(_group_answer, acc_sub),
+    "strategyqa_acc": _group_strategyqa,
+    "invalid_count": _group_strategyqa,
+    "mrr_retrieval": _group_retrieval,
+    "mrr_retrieval_token": _group_retrieval_token,
+    **dict.fromkeys(QALD_METRICS, _group_qald),
+    **dict.fromkeys(ALIGNMENT_METRICS, alignment_group),
+    **dict.fromkeys(TOG_METRICS, _group_tog),
 }
-#: ``prefix@k`` names -> family.
-_PER_K: dict[str, _Family] = {
-    "recall": _fam_recall,
-    "ndcg": _fam_retrieval,
-    "topk_acc": _fam_retrieval,
-    "ndcg_token": _fam_retrieval_token,
-    "topk_acc_token": _fam_retrieval_token,
+#: ``prefix@k`` names -> the group that computes them.
+_PER_K: dict[str, _Group] = {
+    "recall": _group_recall,
+    "ndcg": _group_retrieval,
+    "topk_acc": _group_retrieval,
+    "ndcg_token": _group_retrieval_token,
+    "topk_acc_token": _group_retrieval_token,
 }
 _K_NAME = re.compile(r"^(recall|ndcg|topk_acc|ndcg_token|topk_acc_token)@([1-9][0-9]*)$")
 
 
-def _resolve(name: str) -> tuple[_Family, int | None]:
+def _resolve(name: str) -> tuple[_Group, int | None]:
     if name in _FIXED:
         return _FIXED[name], None
     m = _K_NAME.match(name)
@@ -213,8 +214,8 @@ def _resolve(name: str) -> tuple[_Family, int | None]:
 
 
 def _single(name: str, items: Sequence[EvalItem]) -> MetricResult:
-    family, k = _resolve(name)
-    return family(items, (k,) if k is not None else RETRIEVAL_KS)[name]
+    group, k = _resolve(name)
+    return group(items, (k,) if k is not None else RETRIEVAL_KS)[name]
 
 
 def get_metric(name: str) -> Callable[[Sequence[EvalItem]], MetricResult]:
@@ -336,7 +337,7 @@ def join_items(predictions: Any, questions: Any) -> list[EvalItem]:
 
 
 def compute_results(names: Iterable[str], predictions: Any, questions: Any) -> dict[str, MetricResult]:
-    """Compute metrics as mergeable results (each family of metrics is computed once).
+    """Compute metrics as mergeable results (each metric group is computed once).
 
     Args:
         names: Metric names.
@@ -350,16 +351,16 @@ def compute_results(names: Iterable[str], predictions: Any, questions: Any) -> d
         MetricError: Unknown metric or bad inputs.
     """
     names = list(dict.fromkeys(names))
-    plan: dict[_Family, set[int]] = {}
+    plan: dict[_Group, set[int]] = {}
     for name in names:
-        family, k = _resolve(name)
-        plan.setdefault(family, set())
+        group, k = _resolve(name)
+        plan.setdefault(group, set())
         if k is not None:
-            plan[family].add(k)
+            plan[group].add(k)
     items = join_items(predictions, questions)
     computed: dict[str, MetricResult] = {}
-    for family, ks in plan.items():
-        computed.update(family(items, tuple(sorted(ks)) or RETRIEVAL_KS))
+    for group, ks in plan.items():
+        computed.update(group(items, tuple(sorted(ks)) or RETRIEVAL_KS))
     return {name: computed[name] for name in names}
 
 

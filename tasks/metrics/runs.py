@@ -31,6 +31,8 @@ from tasks.metrics.registry import compute
 from tasks.metrics.tog import TOG_METRICS
 
 SEARCH_KS = (1, 10, 50)
+#: A run's metric family (``Method.metric_family``, or the dataset task's ``TASK_FAMILIES`` entry) -> the
+#: metrics every run of that family stores. "Family" means only this; the registry's per-pass "groups" differ.
 FAMILIES: dict[str, list[str]] = {
     "linking": ["precision", "recall", "accuracy", "micro_precision", "micro_recall", "micro_f1"],
     "search": [f"recall@{k}" for k in SEARCH_KS],
