@@ -50,6 +50,7 @@ class MethodContext:
         run_dir: The run folder (side outputs such as SFT exports go under it).
         dataset: Dataset name of the run.
         task: The dataset's task kind (``tasks.datasets.registry.dataset_task``).
+        split: The split the run reads (None outside a run).
         extra: Free slot for state a method computes in ``build_tools`` and its agent reads.
         side_outputs: Files ``build_tools`` wants under the run folder (``name.json``: a value, ``name.jsonl``: a
             list of records); the run machinery writes them (``storage.side_files``): methods write no files.
@@ -60,6 +61,7 @@ class MethodContext:
     run_dir: Path | None = None
     dataset: str = ""
     task: str = "qa"
+    split: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     side_outputs: dict[str, Any] = field(default_factory=dict)
 

@@ -60,7 +60,7 @@ class ResolvedRun:
         """The ``MethodContext`` the method's tools and agent are built with."""
         return MethodContext(kb_version=self.plan.kb_version, root=self.root,
                              run_dir=self.run_dir if with_run_dir else None,
-                             dataset=self.plan.config.dataset, task=self.task)
+                             dataset=self.plan.config.dataset, task=self.task, split=self.plan.split)
 
     def index_paths(self) -> list[Path] | None:
         """What the run's retrieval keeps on disk (``Method.index_paths``; every KB index when unspecified)."""

@@ -130,8 +130,7 @@ def test_garbage_is_a_per_item_error(tools):
 
 
 def test_rounds_above_one_are_refused_on_test(tmp_path: Path):
-    (tmp_path / "plan.json").write_text(json.dumps({"split": "test"}))
     method = EaAgentMethod(EaAgentSettings(rounds=3))
     with pytest.raises(UnknownSetting, match="--split train"):
         method.build_tools(MethodContext(kb_version=None, root=tmp_path, run_dir=tmp_path, dataset="dbp15k-fr-en",
-                                         task="ea"))
+                                         task="ea", split="test"))

@@ -43,7 +43,6 @@ not executed in this repository). Appendix E's setting, with TRL's SFT trainer o
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tasks.datasets.ea_kg import AlignmentPair
@@ -268,12 +267,9 @@ class EaAgentMethod(Method):
         s = self.settings
         if s.rounds < 1 or s.k < 1 or s.candidate_k < 1:
             raise UnknownSetting("rounds, k and candidate_k must be >= 1")
-        plan = ctx.run_dir / "plan.json" if ctx.run_dir is not None else None
-        if s.rounds > 1 and plan is not None and plan.is_file():
-            split = json.loads(plan.read_text()).get("split")
-            if split != "train":
-                raise UnknownSetting(f"rounds={s.rounds} optimises paths with gold rewards: run it on --split "
-                                     f"train, not {split!r} (inference on test uses rounds=1)")
+        if s.rounds > 1 and ctx.split is not None and ctx.split != "train":
+            raise UnknownSetting(f"rounds={s.rounds} optimises paths with gold rewards: run it on --split "
+                                 f"train, not {ctx.split!r} (inference on test uses rounds=1)")
         cand, ap = build_candidate_tool(ctx, embed_config(s), s.tune)
         return {"ea_candidates": cand, "ea_select": selector_tool(ap, s.max_triples)}
 
