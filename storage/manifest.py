@@ -2,6 +2,10 @@
 
 Inputs: dicts (resolved config, input hashes, row counts, timings, per-shard status). Outputs: ``manifest.json``
 written atomically. Secrets never go in: ``redact`` drops keys that look like credentials.
+
+A manifest is the done marker (``storage.done``) of a published version or run, under the name ``manifest.json``
+(a storage contract): writing, reading and checking go through ``storage.done``, the one mechanism.
+``write_json_atomic`` and ``read_json`` live there too and are re-exported here for existing callers.
 """
 
 from __future__ import annotations
@@ -14,7 +18,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from storage.done import is_done, mark_done, read_done, read_json, write_json_atomic
 from storage.layout import REPO_ROOT
+
+__all__ = [
+    "MANIFEST", "config_hash", "file_fingerprint", "git_sha", "is_complete", "now_iso", "read_json",
+    "read_manifest", "redact", "write_json_atomic", "write_manifest",
+]
 
 MANIFEST = "manifest.json"
 _SECRET_HINTS = ("key", "token", "secret", "password", "authorization")
@@ -37,21 +47,6 @@ def redact(obj: Any) -> Any:
     return obj
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON via temp file + fsync + rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=2, sort_keys=True, default=str)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:  # disk full, unserialisable value...: leave no temp file behind
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_manifest(folder: Path, content: dict[str, Any]) -> Path:
     """Write ``manifest.json`` last, marking the folder complete.
 
@@ -65,27 +60,17 @@ def write_manifest(folder: Path, content: dict[str, Any]) -> Path:
     body = redact(dict(content))
     body.setdefault("written_at", now_iso())
     body.setdefault("git_sha", git_sha())
-    path = folder / MANIFEST
-    write_json_atomic(path, body)
-    return path
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """Read a JSON marker/record file, or None when it does not exist."""
-    if not path.is_file():
-        return None
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    return mark_done(folder, body, name=MANIFEST)
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     """The manifest of a folder, or None when the folder is unfinished."""
-    return read_json(folder / MANIFEST)
+    return read_done(folder, name=MANIFEST)
 
 
 def is_complete(folder: Path) -> bool:
     """Whether the folder has its manifest (i.e. is a published result)."""
-    return (folder / MANIFEST).is_file()
+    return is_done(folder, name=MANIFEST)
 
 
 def git_sha() -> str:

@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.done import sweep_temps
 from storage.schemas import schema_for
 
 COMPRESSION = "zstd"
@@ -240,17 +241,14 @@ class PartWriter:
 
 
 def remove_temp_files(folder: Path) -> list[Path]:
-    """Delete the temp files of atomic writes (``*.tmp-<pid>*``) under ``folder``; return what was removed.
+    """Delete the temps of interrupted writes under ``folder`` whatever their pid; return what was removed.
 
-    A process killed in the middle of a write leaves its temp file behind (readers never see it, but it holds
-    disk). Call this only when no writer can be active under ``folder``, e.g. when every shard of a run is done.
+    The sweep itself is ``storage.done.sweep_temps`` (the one convention: ``*.tmp-<pid>*``, ``_pending-*``,
+    hidden ``.*.building-*`` folders); this wrapper sets ``all_pids=True``. A process killed in the middle of a
+    write leaves its temp file behind (readers never see it, but it holds disk). Call this only when no writer
+    can be active under ``folder``, e.g. when every shard of a run is done.
     """
-    if not folder.is_dir():
-        return []
-    stale = [p for p in folder.rglob("*.tmp-*") if p.is_file()]
-    for p in stale:
-        p.unlink(missing_ok=True)
-    return stale
+    return sweep_temps(folder, all_pids=True)
 
 
 def part_files(folder: Path) -> list[Path]:
