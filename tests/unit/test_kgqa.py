@@ -25,15 +25,8 @@ from tasks.llm.scripted import ScriptedBackend
 from tasks.methods.base import MethodContext, UnknownSetting
 from tasks.methods.kg_context import approx_tokens, property_list, property_messages
 from tasks.methods.kg_tools import fact_dict, kg_tools
+from tasks.methods.kgqa.agents import closed_book_kg_agent, kg_one_hop_agent, react_kg_agent
 from tasks.methods.kgqa.answers import format_answers, is_literal_answer, to_iso_date
-from tasks.methods.kgqa.method import (
-    KgqaSettings,
-    ReactKgSettings,
-    closed_book_kg_agent,
-    closed_book_kg_tools,
-    kg_one_hop_agent,
-    react_kg_agent,
-)
 from tasks.methods.kgqa.parsing import (
     extract_json,
     parse_answer_status,
@@ -42,6 +35,8 @@ from tasks.methods.kgqa.parsing import (
     parse_property_choice,
     parse_qa,
 )
+from tasks.methods.kgqa.settings import KgqaSettings, ReactKgSettings
+from tasks.methods.kgqa.tools import closed_book_kg_tools
 from tasks.methods.registry import get_method
 from tasks.methods.runtime import run_agents
 from tasks.metrics.qald import qald_prf

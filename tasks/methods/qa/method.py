@@ -34,7 +34,9 @@ from storage import layout
 from storage.parquet_io import part_files
 from tasks.llm.types import ChatRequest, SamplingConfig
 from tasks.methods.base import Method, MethodContext, MethodSettings
-from tasks.methods.kgqa.method import KgOneHopMethod, closed_book_kg_agent, closed_book_kg_tools, kgqa_index_paths
+from tasks.methods.kgqa.agents import closed_book_kg_agent
+from tasks.methods.kgqa.method import KgOneHopMethod
+from tasks.methods.kgqa.tools import closed_book_kg_tools, kgqa_index_paths
 from tasks.methods.prompt_files import PromptFolder
 from tasks.methods.runtime import ItemContext, LLMCall, ToolCall
 
