@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from tasks.llm.scripted import ScriptedBackend
+from tasks.methods.anchorrag.agents import anchorrag_agent, prompts, tog_agent
 from tasks.methods.anchorrag.graph import grounding_score, rank_anchors, relation_choices
-from tasks.methods.anchorrag.method import AnchorRagSettings, TogSettings, anchorrag_agent, prompts, tog_agent
+from tasks.methods.anchorrag.settings import AnchorRagSettings, TogSettings
 from tasks.methods.base import MethodContext, UnknownSetting
 from tasks.methods.registry import get_method
 from tasks.methods.runtime import run_agents

@@ -1,0 +1,105 @@
+"""Tools of the open-world KGQA methods and the indexes they read.
+
+Paper: Xu et al. (../shared/papers/anchorrag-open-world-kgqa.md). ``open_world_tools``: the KG tools
+``kg_relations`` and ``kg_neighbours`` (``tasks.methods.kg_tools``) plus the method's entity search:
+``dense_entity_search_tool`` (dense index of entity names and descriptions, the predictor's candidates, §3.3) and
+``relation_similarity_tool`` (SBERT relation/question similarity, Eq. 1) for ``anchorrag``, BM25 label search for
+``tog`` (§4.3). ``_index_paths``: the indexes a run reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tasks.methods.anchorrag.settings import _KgSettings
+from tasks.methods.base import MethodContext
+from tasks.methods.runtime import Tool
+
+
+def open_world_tools(s: _KgSettings, ctx: MethodContext, dense: bool) -> dict[str, Tool]:
+    """KG tools (``kg_relations``, ``kg_neighbours``) plus the entity search the method anchors with.
+
+    ``dense``: ``entity_dense_search`` (dense index of names+descriptions) and ``relation_similarity`` (SBERT
+    Eq. 1) for ``anchorrag``; otherwise BM25 ``entity_search`` for ``tog``.
+    """
+    from tasks.methods.kg_tools import kg_tools, open_kg
+
+    if not ctx.kb_version:
+        raise ValueError("anchorrag/tog need a KB version (build one with `linkedqa kb build --sample`)")
+    kg = open_kg(s.kg, ctx.kb_version, ctx.root, s.endpoint, s.endpoint_timeout_s, s.endpoint_retries)
+    tools = {k: v for k, v in kg_tools(kg).items() if k in ("kg_relations", "kg_neighbours")}
+    if dense:
+        tools["entity_dense_search"] = dense_entity_search_tool(ctx.kb_version, ctx.root)
+        tools["relation_similarity"] = relation_similarity_tool()
+    else:
+        from tasks.search.kb_indexes import search_tool
+
+        tools["entity_search"] = search_tool(ctx.kb_version, ctx.root, "wikidata")
+    return tools
+
+
+def dense_entity_search_tool(kb_version: str, root: Path) -> Tool:
+    """Batched dense entity search: ``{"queries": [...], "k": K}`` -> per query ``[{"qid", "label", ...}]``.
+
+    Every query of every payload of a step is encoded and searched in one call; hits carry ``qid``, ``label``,
+    ``description`` and ``score`` (cosine).
+    """
+    from tasks.search.kb_indexes import dense_entity_index, dense_entity_search
+
+    _, lookup = dense_entity_index(kb_version, root)
+
+    def tool(payloads: list[dict]) -> list[list[list[dict]]]:
+        flat = [str(x) for pl in payloads for x in pl["queries"]]
+        kmax = max((int(pl.get("k", 10)) for pl in payloads), default=10)
+        hits = dense_entity_search(kb_version, root, flat, kmax) if flat else []
+        out, pos = [], 0
+        for pl in payloads:
+            n, k = len(pl["queries"]), int(pl.get("k", 10))
+            out.append([[{"qid": q, "label": lookup.get(q, (None, None))[0],
+                          "description": lookup.get(q, (None, None))[1], "score": round(sc, 4)}
+                         for q, sc in per[:k]] for per in hits[pos : pos + n]])
+            pos += n
+        return out
+
+    return tool
+
+
+def relation_similarity_tool() -> Tool:
+    """Batched tool for Eq. 1: ``{"query": q, "texts": {qid: [relation label, ...]}}`` -> ``{qid: [s(r, q)]}``.
+
+    All texts of all payloads are encoded in one SBERT call; relation-label vectors are cached for the process
+    (Wikidata has ~12k properties, so the cache stays small).
+    """
+    import numpy as np
+
+    from tasks.search.passages import encode
+
+    cache: dict[str, Any] = {}
+
+    def tool(payloads: list[dict]) -> list[dict]:
+        labels = {t for pl in payloads for ts in pl["texts"].values() for t in ts if t not in cache}
+        queries = [pl["query"] for pl in payloads]
+        new = sorted(labels)
+        vecs = encode(new + queries) if (new or queries) else np.zeros((0, 0))
+        for t, v in zip(new, vecs[: len(new)], strict=True):
+            cache[t] = v
+        out = []
+        for pl, qv in zip(payloads, vecs[len(new):], strict=True):
+            out.append({qid: [round(float(np.dot(cache[t], qv)), 6) for t in ts] for qid, ts in pl["texts"].items()})
+        return out
+
+    return tool
+
+
+def _index_paths(s: _KgSettings, ctx: MethodContext, dense: bool) -> list[Path]:
+    if not ctx.kb_version:
+        return []
+    from storage import layout
+    from tasks.kg.duckdb_store import index_folder
+    from tasks.search.kb_indexes import INDEX_FORMAT, dense_entity_index_dir
+
+    paths = [index_folder(ctx.kb_version, ctx.root)] if s.kg == "duckdb" else []
+    paths.append(dense_entity_index_dir(ctx.kb_version, ctx.root) if dense
+                 else layout.index_dir(ctx.kb_version, f"entity-bm25.v{INDEX_FORMAT}", ctx.root))
+    return paths
