@@ -4,7 +4,7 @@ Paper §3.2: "all dates needs to be in a YYYY-MM-DD format, all yes or no questi
 booleans". Inputs: the ``answers`` list of a QA step (strings, numbers, booleans) and its ``answers_datatype``. Outputs:
 answer strings as the gold files write them after ``tasks.metrics.qald.canonical_answer``: booleans
 ``true``/``false``, numbers without thousands separators or a leading ``+``, dates ``YYYY-MM-DD``, entity
-answers as text (linked to QIDs later, ``tasks.methods.kgqa.method``) or as a QID when the LLM copied one from its
+answers as text (linked to QIDs later, ``tasks.methods.kgqa.agents``) or as a QID when the LLM copied one from its
 context (``Paris (Q90)``).
 
 Example:

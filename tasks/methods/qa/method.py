@@ -6,7 +6,7 @@ questions:" with retrieval; no few-shot examples; greedy decoding; at most 10 ne
 datasets such as StrategyQA):
 
 * ``closed-book``: the question alone. On KGQA datasets it delegates to the KGQA closed-book of
-  ``tasks.methods.kgqa.method`` (answers linked back to QIDs).
+  ``tasks.methods.kgqa.agents`` (answers linked back to QIDs).
 * ``bm25-rag``: top-``docs`` (4) 100-word KB passages by BM25 (tantivy) over the question.
 * ``dense-rag``: top-``docs`` (4) passages by all-MiniLM-L6-v2 + FAISS (exact inner product).
 * ``er`` (Entity Retrieval): the question's salient entities -> their articles -> the first ``words`` words
@@ -146,7 +146,7 @@ def _answer_step(item: dict, ctx: ItemContext, prompt: str, sampling: SamplingCo
 
 # ------------------------------------------------------------------------------------------ closed-book
 class ClosedBookMethod(Method):
-    """``linkedqa run closed-book``: the question alone (KGQA datasets: delegated to ``tasks.methods.kgqa.method``)."""
+    """``linkedqa run closed-book``: the question alone (KGQA datasets: delegated to ``tasks.methods.kgqa.agents``)."""
 
     name = "closed-book"
     description = "closed-book baseline: 'Answer these questions:' + the question (KGQA: answers linked to QIDs)"
