@@ -3,7 +3,8 @@
 Inputs: a dataset name known to ``tasks.datasets.registry`` (or a generic JSONL file). Outputs: one questions
 part per split folder... (one part file for all splits), a rejects part, and ``manifest.json`` (last) with
 counts per split and the input fingerprints. The version is the hash of the inputs and the loader format, so
-re-loading unchanged files is a no-op.
+re-loading unchanged files is a no-op. ``manifest.json`` is the folder's done marker (``storage.done``): a folder
+without it is rewritten, after the temp files of a killed write are swept.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from storage import layout
 from storage.artifacts import ArtifactRef
 from storage.catalog import complete_dataset_versions
+from storage.done import sweep_temps
 from storage.manifest import config_hash, file_fingerprint, read_manifest, write_manifest
 from storage.parquet_io import write_table
 from storage.schemas import QUESTIONS, fingerprint
@@ -47,6 +49,7 @@ def store_dataset(name: str, data_root: Path, import_file: Path | None = None,
     folder = layout.dataset_dir(name, version, root)
     m = read_manifest(folder)
     if m is None:
+        sweep_temps(folder)
         rows = [r for split in sorted(loaded.questions) for r in loaded.questions[split]]
         write_table(rows, "questions", folder / "questions" / layout.part_name(0, 1))
         write_table(list(loaded.rejects), "rejects", folder / "rejects" / layout.part_name(0, 1))

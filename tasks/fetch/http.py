@@ -15,6 +15,10 @@ How a download proceeds:
   backoff), each retry resuming from the bytes already on disk. Other HTTP errors fail at once.
 * Checksums are computed while streaming. On a mismatch the ``.part`` is deleted (the next run starts over)
   and ``ChecksumMismatch`` is raised; ``dest`` is never touched before verification succeeded.
+* The sidecar is the download's done marker (``storage.done``, under the name ``<dest>.meta.json``): written
+  last, atomically, after ``dest`` is in place. Whether to skip is still decided by the checksums
+  (``skip_existing``: ``dest`` matches every expected checksum); the ``.part`` is resume state, never swept, but
+  the temp file of an interrupted sidecar write is.
 * A progress bar (tqdm, on stderr) is shown only when stderr is a terminal and ``progress`` is true.
 
 No Prefect here (library code): ``linkedqa data fetch`` / ``linkedqa kb download`` call it.
@@ -37,7 +41,7 @@ from typing import Any
 import requests
 import urllib3
 
-from storage.manifest import write_json_atomic
+from storage.done import mark_done, read_done, sweep_temps, write_json_atomic
 
 __all__ = [
     "ChecksumMismatch",
@@ -285,11 +289,11 @@ def download(
     part, state = part_path(dest), _state_path(dest)
 
     if skip_existing and (digests := _present(dest, expected, chunk)) is not None:
-        meta_file = meta_path(dest)
-        meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+        meta = read_done(dest.parent, meta_path(dest).name) or {}
         return DownloadResult(dest, url, dest.stat().st_size, digests, tuple(sorted(expected)), skipped=True,
                               meta=meta)
 
+    sweep_temps(dest.parent, (f"{meta_path(dest).name}.tmp-*",), recursive=False)  # a killed sidecar write
     hashers = _hashers(expected)
     have = _rehash(part, hashers, chunk) if part.is_file() else 0
     resumed_from = have
@@ -355,7 +359,7 @@ def download(
         **({"last_modified": validators["last_modified"]} if validators.get("last_modified") else {}),
         **(extra_meta or {}),
     }
-    write_json_atomic(meta_path(dest), meta)
+    mark_done(dest.parent, meta, meta_path(dest).name)  # last: the download is complete
     return DownloadResult(dest, url, size, digests, tuple(sorted(expected)), resumed_from, n_requests, meta=meta)
 
 

@@ -2,7 +2,9 @@
 
 Inputs: the staging parts of every shard of the plan. Outputs: ``kb/<version>/<table>/part-i-of-n.parquet``
 for every KB table, then ``kb/<version>/manifest.json`` (last). DuckDB runs the merge out of core with a
-memory limit, so the merge is bounded too; each finished table gets a marker and is skipped on re-run.
+memory limit, so the merge is bounded too; each finished table gets a done marker (``storage.done``:
+``_staging/_merged/<table>.json``, written after its parts) and is skipped on re-run; a table without one is
+rewritten from an emptied folder (which drops any ``_pending-*`` part of a killed attempt).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import pyarrow as pa
 
 from storage import layout
 from storage.catalog import register_parquet_view, sql_literal
-from storage.manifest import now_iso, read_json, write_json_atomic, write_manifest
+from storage.done import is_done, mark_done, read_done
+from storage.manifest import now_iso, write_manifest
 from storage.parquet_io import PartWriter, part_files
 from storage.schemas import KB_TABLES, schema_for
 from tasks.kb.plan import SOURCE_PRIORITY, BuildPlan
@@ -36,7 +39,7 @@ def _staged_files(plan: BuildPlan, root: Path) -> dict[str, list[tuple[Path, str
     for spec in plan.inputs:
         for shard in spec.shards:
             d = shard_dir(plan.version, spec, shard, root)
-            if not (d / DONE).is_file():
+            if not is_done(d, DONE):
                 raise RuntimeError(f"shard not staged: {spec.path} shard {shard.index}/{shard.count}")
             for table in KB_TABLES:
                 f = d / f"{table}.parquet"
@@ -137,15 +140,16 @@ def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: s
         if table == "title_map":
             con.execute(f"CREATE OR REPLACE TEMP TABLE kb_title_map AS {sql}")
             continue
-        mark = marks / f"{table}.json"
+        mark = f"{table}.json"
         out = layout.kb_table_dir(plan.version, table, root)
-        if mark.is_file():
-            counts[table] = read_json(mark)["rows"]
+        done = read_done(marks, mark)
+        if done is not None:
+            counts[table] = done["rows"]
         else:
             t0 = time.perf_counter()
             counts[table] = write_query_parts(con, sql, table, out)
             timings[table] = round(time.perf_counter() - t0, 3)
-            write_json_atomic(mark, {"rows": counts[table], "seconds": timings[table]})
+            mark_done(marks, {"rows": counts[table], "seconds": timings[table]}, mark)
             log(f"  merged {table:<11} {counts[table]:>10,} rows in {timings[table]:.1f}s")
         _register_output(con, table, out, root)
     con.close()

@@ -2,8 +2,9 @@
 
 Inputs: an ``InputSpec`` and one of its ``Shard``s. Outputs: ``kb/<version>/_staging/<input key>/s<i>of<n>/``
 holding ``<table>.parquet`` for every table the reader emitted, then ``_done.json`` (written last, with row
-counts). A shard with ``_done.json`` is skipped on re-run; a shard without it is recomputed from scratch
-(its parts are replaced atomically), so a killed build resumes without duplicating rows.
+counts: the ``storage.done`` convention). A shard with ``_done.json`` is skipped on re-run; a shard without it
+has the temp files of a killed writer swept and is recomputed from scratch (its parts are replaced atomically),
+so a killed build resumes without duplicating rows.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ from pathlib import Path
 import psutil
 
 from storage import layout
-from storage.manifest import read_json, write_json_atomic
+from storage.done import DONE, mark_done, read_done, sweep_temps
 from storage.parquet_io import PartWriter
 from tasks.dumps.base import RowBlock, Shard, TableRow
 from tasks.kb.plan import InputSpec
 from tasks.progress import Progress, count_reads
 from tasks.progress import progress as reporter
 
-DONE = "_done.json"
 #: Rows between two progress reports of a staging shard (the hot loop only compares a counter).
 REPORT_ROWS = 10_000
 
@@ -123,9 +123,10 @@ def stage_shard(
         tasks.dumps.base.DumpError: Unreadable input (truncated stream); nothing is marked done.
     """
     out = shard_dir(version, spec, shard, root)
-    done = read_json(out / DONE)
+    done = read_done(out, DONE)
     if done is not None:
         return {**done, "skipped": True}
+    sweep_temps(out)  # parts of a killed attempt (their writer is gone): they are rewritten below
     t0 = time.perf_counter()
     writers: dict[str, PartWriter] = {}
     adders: dict[str, Callable[[dict], None]] = {}
@@ -167,5 +168,5 @@ def stage_shard(
         "seconds": round(time.perf_counter() - t0, 3),
         "peak_rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1),
     }
-    write_json_atomic(out / DONE, record)
+    mark_done(out, record, DONE)
     return {**record, "skipped": False}

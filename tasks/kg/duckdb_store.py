@@ -4,7 +4,10 @@ Inputs: ``kb/<kb_version>/{claims,entities,properties}`` Parquet parts. Output (
 first use, then only read): ``indexes/<kb_version>/kg-duckdb.v1/`` holding the truthy claims
 (``sql/kg/kg_claims.sql``) sorted by subject (``kg_by_subject``) and, item-valued ones, by object
 (``kg_by_object``), English labels by id (``kg_labels``) and lower-cased labels+aliases by name (``kg_names``).
-The folder is built under a temp name and renamed, ``meta.json`` written last; an unfinished build is invisible.
+The folder is built under a temp name (``<name>.tmp-<pid>-<thread>``) and renamed, with its done marker
+(``storage.done``: ``_done.json``, holding the row counts) written last inside it; an unfinished build is
+invisible, and its temp folder is swept by the next build once its process is gone. Folders built before the
+convention (marker ``meta.json``) still count as built (:data:`LEGACY_MARKERS`).
 
 Lookups are the SQL files ``sql/kg/{outgoing,incoming,relations,neighbours,labels,search_label}.sql`` with list
 parameters (one query per batch of entities); labels of subjects, properties and objects come from one more
@@ -32,7 +35,6 @@ Wikidata-size key column does) and stays available as ``layout_name="parquet"``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
@@ -45,6 +47,7 @@ import pyarrow.parquet as pq
 
 from storage import layout
 from storage.catalog import register_parquet_view, sql_literal
+from storage.done import DONE, is_done, mark_done, read_done, sweep_temps
 from storage.manifest import now_iso
 from storage.parquet_io import part_files
 from tasks.kg.base import (
@@ -66,6 +69,8 @@ DEFAULT_LAYOUT = "duckdb"
 ROW_GROUP_ROWS = 8_192
 IN_FILTER_MAX_IDS = 10_000
 _BUILD_LOCK = threading.Lock()
+#: Marker names of builds finished before the ``storage.done`` convention (accepted on read, never written).
+LEGACY_MARKERS = ("meta.json",)
 
 
 def _sql(name: str) -> str:
@@ -76,6 +81,11 @@ def index_folder(kb_version: str, root: Path | None = None, layout_name: str = D
     """Folder of the KG index of a KB version (``indexes/<kb_version>/kg-duckdb.v1[-<layout>]``)."""
     suffix = "" if layout_name == DEFAULT_LAYOUT else f"-{layout_name}"
     return layout.index_dir(kb_version, INDEX_NAME + suffix, root)
+
+
+def read_index_meta(kb_version: str, root: Path | None = None, layout_name: str = DEFAULT_LAYOUT) -> dict | None:
+    """The done marker of a built KG index (row counts, layout, build time), or ``None`` when it is not built."""
+    return read_done(index_folder(kb_version, root, layout_name), DONE, legacy=LEGACY_MARKERS)
 
 
 def build_index(kb_version: str, root: Path | None = None, layout_name: str = DEFAULT_LAYOUT,
@@ -91,7 +101,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         row_group_rows: Parquet row-group size (the pruning unit).
 
     Returns:
-        The index folder (with ``meta.json``).
+        The index folder (with its ``_done.json`` marker).
 
     Raises:
         FileNotFoundError: When the KB version has no claims.
@@ -100,11 +110,13 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         raise ValueError(f"unknown layout {layout_name!r}; known: {', '.join(LAYOUTS)}")
     root = root or layout.home()
     final = index_folder(kb_version, root, layout_name)
-    if (final / "meta.json").is_file():
+    if is_done(final, DONE, legacy=LEGACY_MARKERS):
         return final
     claims = part_files(layout.kb_table_dir(kb_version, "claims", root))
     if not claims:
         raise FileNotFoundError(f"KB version {kb_version!r}: no claims under {layout.kb_dir(kb_version, root)}")
+    # temp folders of builders that died (a live one, or another thread of this process, keeps its own)
+    sweep_temps(final.parent, (f"{final.name}.tmp-*",), recursive=False)
     tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "_spill").mkdir(parents=True)
@@ -143,13 +155,13 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     meta = {"index": INDEX_NAME, "layout": layout_name, "kb_version": kb_version, "row_counts": counts,
             "row_group_rows": row_group_rows, "build_seconds": round(time.perf_counter() - t0, 3),
             "built_at": now_iso()}
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+    mark_done(tmp, meta, DONE)  # last: the folder is complete once renamed
     try:
         os.replace(tmp, final)
     except OSError:
-        # another process published the same index first; theirs is complete (meta.json is written last)
+        # another process published the same index first; theirs is complete (its marker is written last)
         shutil.rmtree(tmp, ignore_errors=True)
-        if not (final / "meta.json").is_file():
+        if not is_done(final, DONE, legacy=LEGACY_MARKERS):
             raise
     return final
 

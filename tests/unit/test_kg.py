@@ -22,6 +22,7 @@ import pytest
 from kbkit import build_litwd1k_kb
 
 from storage import layout
+from storage.done import DONE
 from storage.parquet_io import read_table
 from tasks.kg.base import Fact, KGClient, KGError, KGTimeout, fact_sort_key
 from tasks.kg.duckdb_store import DuckDBKG, build_index, index_folder
@@ -123,7 +124,7 @@ def test_duckdb_matches_independent_computation(duck, expected, kb):
     hits = duck.search_label([label.upper(), label, "no such label at all", ""])
     assert lit in hits[0] and hits[0] == hits[1] and hits[2] == [] and hits[3] == []
 
-    meta = index_folder(kb[1], kb[0]) / "meta.json"
+    meta = index_folder(kb[1], kb[0]) / DONE
     assert meta.is_file()
     mtime = meta.stat().st_mtime_ns
     assert build_index(kb[1], kb[0]) == meta.parent and meta.stat().st_mtime_ns == mtime  # built once
@@ -183,7 +184,7 @@ def test_sparql_over_oxigraph_returns_the_same_facts(duck, expected, kb, tmp_pat
     root, version = kb
     nt = tmp_path / "kb.nt.gz"
     counts = export_ntriples(version, nt, root=root)
-    meta = json.loads((build_index(version, root) / "meta.json").read_text())
+    meta = json.loads((build_index(version, root) / DONE).read_text())
     assert counts["claims"] == meta["row_counts"]["kg_by_subject"]
     with gzip.open(nt, "rt", encoding="utf-8") as fh:
         lines = sum(1 for _ in fh)

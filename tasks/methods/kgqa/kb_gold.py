@@ -8,7 +8,8 @@ agent stores the outcome per question in ``predictions.scores`` (``kb_gold_statu
 question, 0.0 where it cannot answer it) and the answers themselves in the trajectory.
 
 Backend: an Oxigraph store (the ``pyoxigraph`` package, in process) built once per KB version from the KB's
-N-Triples export (``indexes/<kb_version>/kg-oxigraph.v1``, built under a temp name and renamed); meant for KBs
+N-Triples export by ``tasks.kg.oxigraph_store.open_store`` (``indexes/<kb_version>/kg-oxigraph.v1``, with the
+``storage.done`` marker; this module re-exports ``open_store`` and ``INDEX_NAME`` and writes no file); meant for KBs
 that fit one machine (the sample KB: seconds). Queries get the WDQS prefixes predefined. What the export cannot
 answer is reported, not guessed: queries using statement nodes (``p:``/``ps:``/``pq:``), ``SERVICE`` (the
 label service) or other Wikidata-only vocabularies are ``unsupported``; a query running past ``timeout_s`` is
@@ -19,17 +20,16 @@ Statuses: ``answered`` (non-empty answers), ``empty``, ``unsupported``, ``no_que
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from storage import layout
+from tasks.kg.oxigraph_store import INDEX_NAME, open_store
 
-INDEX_NAME = "kg-oxigraph.v1"
+__all__ = ["INDEX_NAME", "STATUS_CODES", "gold_answers", "kb_gold_tool", "open_store", "run_query", "supported"]
+
 STATUS_CODES = {"answered": 1.0, "empty": 0.0, "unsupported": -1.0, "no_query": -2.0, "error": -3.0,
                 "timeout": -4.0}
 PREFIXES = {
@@ -47,8 +47,6 @@ PREFIXES = {
 _UNSUPPORTED = re.compile(r"\bSERVICE\b|(?<![\w:])(?:p|ps|pq|psv|pqv|pr|prv|prn|wdno|wds|wdv|wdref|bd|dct|"
                           r"ontolex|mwapi|hint|geof|wdtn|psn|pqn):", re.I)
 _WD = "http://www.wikidata.org/entity/"
-_OPEN: dict[str, Any] = {}
-_LOCK = threading.Lock()
 
 
 _PREFIX_DECL = re.compile(r"PREFIX\s+[\w-]*:\s*<[^>]*>", re.I)
@@ -62,38 +60,6 @@ def supported(sparql: str | None) -> bool:
     if not sparql or not sparql.strip():
         return False
     return not _UNSUPPORTED.search(_PREFIX_DECL.sub(" ", sparql))
-
-
-def open_store(kb_version: str, root: Path | None = None):
-    """The read-only Oxigraph store of a KB version (built from its N-Triples export on first use)."""
-    import pyoxigraph
-
-    from tasks.kg.export_nt import export_ntriples
-
-    root = root or layout.home()
-    final = layout.index_dir(kb_version, INDEX_NAME, root)
-    with _LOCK:
-        if str(final) in _OPEN:
-            return _OPEN[str(final)]
-        if not (final / "_done").is_file():
-            tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            nt = tmp / "kb.nt"
-            export_ntriples(kb_version, nt, root=root)
-            store = pyoxigraph.Store(str(tmp / "store"))
-            store.bulk_load(path=str(nt), format=pyoxigraph.RdfFormat.N_TRIPLES)
-            store.flush()
-            del store
-            nt.unlink()
-            (tmp / "_done").write_text("ok\n")
-            try:
-                os.replace(tmp, final)
-            except OSError:
-                shutil.rmtree(tmp, ignore_errors=True)  # another process published it first
-        store = pyoxigraph.Store.read_only(str(final / "store"))
-        _OPEN[str(final)] = store
-        return store
 
 
 def _term(t: Any) -> tuple[str | None, str | None]:

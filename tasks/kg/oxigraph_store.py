@@ -1,0 +1,78 @@
+"""The in-process Oxigraph store of a KB version: its N-Triples export bulk-loaded once, then read only.
+
+Inputs: ``kb/<kb_version>/{claims,entities,properties}`` (through ``tasks.kg.export_nt``). Output:
+``indexes/<kb_version>/kg-oxigraph.v1/store/`` (a RocksDB folder of the ``pyoxigraph`` package), built under a
+temp name (``<name>.tmp-<pid>``) and renamed, its done marker (``storage.done``: ``_done.json`` with the export's
+triple counts) written last inside it. Stores built before that convention carry ``_done``, still accepted;
+temp folders of killed builders are swept by the next build. Meant for KBs that fit one machine (the sample KB:
+seconds).
+
+Used by the KGQA methods' local-KB gold (``tasks.methods.kgqa.kb_gold``) and by the index build step; it lives in
+the KG layer because it writes files, which method packages never do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyoxigraph
+
+from storage import layout
+from storage.done import DONE, is_done, mark_done, read_done, sweep_temps
+from tasks.kg.export_nt import export_ntriples
+
+INDEX_NAME = "kg-oxigraph.v1"
+#: Marker names of stores built before the ``storage.done`` convention (accepted on read, never written).
+LEGACY_MARKERS = ("_done",)
+_OPEN: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+
+def store_folder(kb_version: str, root: Path | None = None) -> Path:
+    """Folder of the Oxigraph store of a KB version (``indexes/<kb_version>/kg-oxigraph.v1``)."""
+    return layout.index_dir(kb_version, INDEX_NAME, root or layout.home())
+
+
+def read_store_meta(kb_version: str, root: Path | None = None) -> dict | None:
+    """The done marker of a built store (export counts; ``{}`` for a legacy marker), or ``None`` when not built."""
+    return read_done(store_folder(kb_version, root), DONE, legacy=LEGACY_MARKERS)
+
+
+def open_store(kb_version: str, root: Path | None = None):
+    """The read-only Oxigraph store of a KB version (built from its N-Triples export on first use).
+
+    Args:
+        kb_version: Published KB version.
+        root: Data root (default ``LINKEDQA_HOME``).
+
+    Returns:
+        A ``pyoxigraph.Store`` opened read-only, shared by every caller of this process.
+    """
+    final = store_folder(kb_version, root)
+    with _LOCK:
+        if str(final) in _OPEN:
+            return _OPEN[str(final)]
+        if not is_done(final, DONE, legacy=LEGACY_MARKERS):
+            sweep_temps(final.parent, (f"{final.name}.tmp-*",), recursive=False)  # killed builders' folders
+            tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            nt = tmp / "kb.nt"
+            counts = export_ntriples(kb_version, nt, root=root or layout.home())
+            store = pyoxigraph.Store(str(tmp / "store"))
+            store.bulk_load(path=str(nt), format=pyoxigraph.RdfFormat.N_TRIPLES)
+            store.flush()
+            del store
+            nt.unlink()
+            mark_done(tmp, {"index": INDEX_NAME, "kb_version": kb_version, "export": counts}, DONE)  # last
+            try:
+                os.replace(tmp, final)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)  # another process published it first
+        store = pyoxigraph.Store.read_only(str(final / "store"))
+        _OPEN[str(final)] = store
+        return store
