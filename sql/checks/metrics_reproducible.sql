@@ -4,7 +4,9 @@
 --     with that score; pooled metrics (micro_*, qald_macro_f1_gerbil) are checked on n only;
 --   * search runs: recall@k_covered = mean recall@k over items with scores['gold_in_kb'] = 1, kb_coverage =
 --     share of items with scores['gold_in_kb'] = 1;
---   * efficiency: llm_calls, prompt_tokens, completion_tokens, tokens_per_item, error_count from the rows.
+--   * efficiency: llm_calls, prompt_tokens, completion_tokens, tokens_per_item, error_count from the rows;
+--     prefix_cache_share = prefix-cached / prompt tokens over the LLM steps of the trajectories the engine
+--     answered (not replayed from the response cache, no error, the count present).
 --   * flags summed over items: fallback_count = sum(scores['fallback']), missing_articles = sum of
 --     scores['missing_articles'], parse_failures = sum of scores['parse_failures'] (n = all predictions of the
 --     run); flags are never averaged as per-item metrics.
@@ -78,6 +80,27 @@ from_rows AS (
     )
 ),
 
+llm_steps AS (
+    SELECT p.run_id, s.step
+    FROM predictions AS p, unnest(from_json(coalesce(p.trajectory, '[]'), '["JSON"]')) AS s(step)
+),
+
+from_trajectories AS (
+    SELECT
+        l.run_id,
+        'prefix_cache_share' AS metric,
+        sum((l.step ->> 'prefix_cached_tokens')::DOUBLE) / sum((l.step ->> 'prompt_tokens')::DOUBLE) AS value,
+        any_value(r.n) AS n,
+        false AS n_only
+    FROM llm_steps AS l
+    INNER JOIN run_rows AS r ON l.run_id = r.run_id
+    WHERE l.step ->> 'kind' = 'llm'
+        AND NOT coalesce((l.step ->> 'cached')::BOOLEAN, false)
+        AND l.step ->> 'prefix_cached_tokens' IS NOT NULL
+        AND l.step ->> 'error' IS NULL
+    GROUP BY l.run_id
+),
+
 recomputed AS (
     SELECT * FROM from_item_scores
     UNION ALL
@@ -86,6 +109,8 @@ recomputed AS (
     SELECT * FROM from_covered_items
     UNION ALL
     SELECT * FROM from_rows
+    UNION ALL
+    SELECT * FROM from_trajectories
 )
 
 SELECT

@@ -184,6 +184,7 @@ class OpenAIBackend:
                 completion_tokens=int(usage.get("completion_tokens") or 0),
                 latency_s=latency,
                 finish_reason=choice.get("finish_reason"),
+                prefix_cached_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
             )
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
             return Completion(

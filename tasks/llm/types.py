@@ -83,6 +83,9 @@ class Completion(BaseModel):
     error: str | None = None
     cached: bool = False
     finish_reason: str | None = None
+    #: Prompt tokens the engine served from its prefix cache instead of computing them (vLLM's
+    #: ``RequestOutput.num_cached_tokens``; OpenAI-compatible servers' ``usage.prompt_tokens_details.cached_tokens``).
+    prefix_cached_tokens: int = 0
 
 
 @runtime_checkable

@@ -289,6 +289,7 @@ class VLLMBackend:
                     completion_tokens=len(c.token_ids),
                     latency_s=per,
                     finish_reason=c.finish_reason,
+                    prefix_cached_tokens=int(getattr(o, "num_cached_tokens", None) or 0),
                 )
             )
         return res

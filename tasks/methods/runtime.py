@@ -143,6 +143,19 @@ def _default(o: Any) -> Any:
     return str(o)
 
 
+def prefix_order(requests: Sequence[ChatRequest]) -> list[int]:
+    """Send order of a batch that puts requests with a common prefix next to each other.
+
+    Requests are sorted by their messages (role and content, in turn order), so every group sharing a system
+    prompt, few-shot turns or earlier conversation turns is contiguous and the engine's prefix cache serves the
+    group after its first member; ties keep the agents' order (stable sort).
+    """
+    def key(k: int) -> list[tuple[str, str]]:
+        return [(m.get("role", ""), m.get("content", "")) for m in requests[k].messages]
+
+    return sorted(range(len(requests)), key=key)
+
+
 def run_agents(
     agent: AgentFn,
     items: Sequence[dict],
@@ -259,21 +272,28 @@ def run_agents(
                 report(_step, min(_n, max(0, _n - total) + done), _n, tokens, elapsed)
 
             report(step, 0, n_req)
+            # requests sharing a prefix (system prompt, few-shot turns, earlier turns) go to the engine side by
+            # side, so its prefix cache serves them; completions come back in the agents' order
+            order = prefix_order(requests)
+            batch = [requests[k] for k in order]
             try:
                 if on_progress is not None:
                     with llm_batch_progress(in_batch):
-                        completions = backend.generate(requests)
+                        sent = backend.generate(batch)
                 else:
-                    completions = backend.generate(requests)
+                    sent = backend.generate(batch)
             except Exception as exc:  # noqa: BLE001 - a crashing backend fails the items, not the run
                 msg = f"backend error: {type(exc).__name__}: {exc}"
-                completions = [Completion(error=msg) for _ in requests]
+                sent = [Completion(error=msg) for _ in batch]
             dt = time.perf_counter() - t0
             stats.llm_seconds += dt
             stats.llm_batches += 1
             stats.llm_requests += len(requests)
-            if len(completions) != len(requests):
-                raise RuntimeError(f"backend returned {len(completions)} completions for {len(requests)} requests")
+            if len(sent) != len(requests):
+                raise RuntimeError(f"backend returned {len(sent)} completions for {len(requests)} requests")
+            completions: list[Completion] = [Completion()] * len(requests)
+            for k, comp in zip(order, sent, strict=True):
+                completions[k] = comp
             multi: dict[int, list[Completion]] = {}
             for (i, j), req, comp in zip(llm_slots, requests, completions, strict=True):
                 c = ctxs[i]
@@ -287,7 +307,9 @@ def run_agents(
                 c.trajectory.append(
                     {"kind": "llm", "step": step, "prompt_hash": req.prompt_hash(), "raw_output": comp.text,
                      "prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens,
-                     "cached": comp.cached, **({"error": comp.error} if comp.error else {})}
+                     "cached": comp.cached,
+                     **({"prefix_cached_tokens": comp.prefix_cached_tokens} if not comp.cached else {}),
+                     **({"error": comp.error} if comp.error else {})}
                 )
                 if j is None:
                     replies[i] = comp

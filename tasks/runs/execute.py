@@ -301,7 +301,7 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
 #: Names of the cost metrics :func:`efficiency_metrics` stores (every other metric row is a quality metric).
 EFFICIENCY_METRICS = frozenset({"wall_s", "llm_calls", "prompt_tokens", "completion_tokens", "tokens_per_item",
                                 "peak_rss_mb", "error_count", "llm_seconds", "non_llm_seconds", "retrieval_s",
-                                "index_disk_mb"})
+                                "index_disk_mb", "prefix_cache_share"})
 
 
 def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, run: ResolvedRun) -> list[dict]:
@@ -326,10 +326,29 @@ def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, run: Resolv
     ]
     out.append({"metric": "retrieval_s", "value": float(sum(r.get("tool_seconds", 0.0) for r in shard_recs)),
                 "n": n})
+    share = prefix_cache_share(preds["trajectory"].to_pylist())
+    if share is not None:
+        out.append({"metric": "prefix_cache_share", "value": share, "n": n})
     paths = run.index_paths()
     if paths is not None:
         out.append({"metric": "index_disk_mb", "value": sum(disk_bytes(p) for p in paths) / 2**20, "n": n})
     return out
+
+
+def prefix_cache_share(trajectories: list[str | None]) -> float | None:
+    """Share of the prompt tokens the engine served from its prefix cache, over the calls it answered.
+
+    Read from the stored trajectories (``prefix_cached_tokens`` of every LLM step the engine ran; replays from
+    the response cache and failed calls are left out). None when no engine-answered call reported the count.
+    """
+    cached = prompt = 0
+    for text in trajectories:
+        for step in json.loads(text or "[]"):
+            if step.get("kind") == "llm" and not step.get("cached") and "prefix_cached_tokens" in step \
+                    and not step.get("error"):
+                cached += int(step["prefix_cached_tokens"])
+                prompt += int(step.get("prompt_tokens") or 0)
+    return cached / prompt if prompt else None
 
 
 def disk_bytes(path: Path) -> int:

@@ -80,6 +80,12 @@ def test_ela_end_to_end_with_the_embedded_model(run_env, embedded_llm, prefect_h
         assert stored_by[r["metric"]] == pytest.approx(r["value"])
     assert stored_by["llm_calls"] == sum(p["llm_calls"] for p in preds)
     assert stored_by["error_count"] == sum(1 for p in preds if p["error"])
+    # vLLM's own per-request counts of prefix-cache hits, stored per LLM step: the ELA system prompt and few-shot
+    # turns are shared by every question, so most of the prompt work of a batch is served from the cache
+    steps = [t for p in preds for t in json.loads(p["trajectory"]) if t["kind"] == "llm" and not t["cached"]]
+    assert steps and all("prefix_cached_tokens" in t for t in steps)
+    share = sum(t["prefix_cached_tokens"] for t in steps) / sum(t["prompt_tokens"] for t in steps)
+    assert stored_by["prefix_cache_share"] == pytest.approx(share) and share > 0.3
     # the catalog sees the run
     con = duckdb.connect(str(layout.catalog_path()), read_only=True)
     # DuckDB 2.0: fetchall() completes a result; fetchone() would leave it open and block the next query
