@@ -116,6 +116,10 @@ def _orphaned_servers() -> list:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the session when a test left a server running (killing it, so CI machines stay clean)."""
     leaked = _orphaned_servers()
+    if leaked:  # a server whose parent just exited gets its parent-death signal: give it time to go
+        import psutil
+
+        _gone, leaked = psutil.wait_procs(leaked, timeout=10)
     if not leaked:
         return
     lines = [f"  pid {p.pid}: {' '.join(p.info['cmdline'] or [])[:160]}" for p in leaked]

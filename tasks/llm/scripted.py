@@ -8,7 +8,8 @@ Never a default and never used in e2e tests (DESIGN.md §5). A script is one of:
   the key ``"*"`` is the default; no match and no default gives a per-item error).
 
 A reply starting with ``"!error:"`` becomes ``Completion(error=<rest>)`` (e.g. ``"!error:timeout"``) so tests
-can simulate per-item failures; ``"!raise:<msg>"`` makes the whole ``generate`` call raise
+can simulate per-item failures; ``"!length:<text>"`` returns ``<text>`` cut off at the token bound
+(``finish_reason="length"``); ``"!raise:<msg>"`` makes the whole ``generate`` call raise
 ``RuntimeError(msg)`` (a backend that crashes). Every call is recorded: ``calls``, ``batch_sizes`` and
 ``requests``.
 """
@@ -24,6 +25,7 @@ Script = Sequence[str] | Callable[[list[dict[str, str]]], str] | Mapping[str, st
 
 ERROR_PREFIX = "!error:"
 RAISE_PREFIX = "!raise:"
+LENGTH_PREFIX = "!length:"
 
 
 def _last_user(messages: Sequence[dict[str, str]]) -> str:
@@ -101,12 +103,14 @@ class ScriptedBackend:
                 elif reply.startswith(ERROR_PREFIX):
                     out.append(Completion(error=reply[len(ERROR_PREFIX) :], prompt_tokens=ptoks))
                 else:
+                    cut = reply.startswith(LENGTH_PREFIX)
+                    text = reply[len(LENGTH_PREFIX) :] if cut else reply
                     out.append(
                         Completion(
-                            text=reply,
+                            text=text,
                             prompt_tokens=ptoks,
-                            completion_tokens=len(reply.split()),
-                            finish_reason="stop",
+                            completion_tokens=len(text.split()),
+                            finish_reason="length" if cut else "stop",
                         )
                     )
             return out

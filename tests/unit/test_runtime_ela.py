@@ -121,3 +121,48 @@ def test_export_sft_keeps_only_exact_matches(tmp_path):
     rec = json.loads(lines[0])
     assert rec["question_id"] == "q0" and rec["answer"] == ["Q90", "Q142"] and rec["cot"] == "[0] is the city"
     assert rec["messages"][-1]["content"].endswith("</answer>") and rec["messages"][0]["role"] == "system"
+
+
+def _cut_off_script(followup_reply: str):
+    def script(messages):
+        last = messages[-1]["content"]
+        if last.startswith("<link>"):
+            return "<search> Search(Paris) Search(France) </search>"
+        if last.startswith("Your reasoning was cut off"):
+            return followup_reply
+        return "!length:<think> [0] is the city, and [2] is the country, but let me also consider"
+    return script
+
+
+def test_answer_cut_off_at_max_tokens_gets_one_bounded_follow_up():
+    items = [{"question_id": "q0", "question": "where is Paris in France"}]
+    backend = ScriptedBackend(_cut_off_script("<answer>[0][2]"))
+    out, _ = run_agents(ela_agent(ElaSettings(answer_followup_tokens=24)), items, backend,
+                        {"entity_search": search_tool})
+    assert out[0]["error"] is None and out[0]["predicted_entities"] == ["Q90", "Q142"]
+    assert out[0]["llm_calls"] == 3 and out[0]["_sft"] is None  # no self-play record from a cut-off reasoning
+    follow = backend.requests[-1]
+    assert follow.sampling.max_tokens == 24 and follow.messages[-2]["role"] == "assistant"
+    steps = json.loads(out[0]["trajectory"])
+    assert [s["kind"] for s in steps].count("llm") == 3
+    assert any(s.get("step") == "answer-followup" for s in steps)
+    # the follow-up's tokens are counted with the item's
+    assert out[0]["completion_tokens"] == sum(s["completion_tokens"] for s in steps if s["kind"] == "llm")
+
+
+def test_follow_up_off_or_useless_leaves_the_item_error():
+    items = [{"question_id": "q0", "question": "where is Paris in France"}]
+    off, _ = run_agents(ela_agent(ElaSettings(answer_followup_tokens=0)), items,
+                        ScriptedBackend(_cut_off_script("<answer>[0]")), {"entity_search": search_tool})
+    assert off[0]["error"] == "AgentError: no <answer> in output" and off[0]["llm_calls"] == 2
+    useless, _ = run_agents(ela_agent(ElaSettings()), items, ScriptedBackend(_cut_off_script("I think Paris.")),
+                            {"entity_search": search_tool})
+    assert "also after the answer follow-up" in useless[0]["error"] and useless[0]["llm_calls"] == 3
+
+
+def test_no_follow_up_when_the_model_stopped_on_its_own():
+    items = [{"question_id": "q0", "question": "where is Paris in France"}]
+    backend = ScriptedBackend(lambda m: "<search> Search(Paris) </search>" if m[-1]["content"].startswith("<link>")
+                              else "I cannot decide.")
+    out, _ = run_agents(ela_agent(ElaSettings()), items, backend, {"entity_search": search_tool})
+    assert out[0]["error"] == "AgentError: no <answer> in output" and out[0]["llm_calls"] == 2

@@ -46,6 +46,10 @@ class ElaSettings(MethodSettings):
     seed: int = 0
     fewshot: bool = True
     export_sft: bool = False
+    #: Completion bound of the one follow-up asked when the answer step hits ``max_tokens_answer`` without an
+    #: ``<answer>`` (``prompts/ela_answer_followup.txt``; recorded in the trajectory, counted in the tokens).
+    #: 0 turns it off: the paper's behaviour, where such an item ends with an error.
+    answer_followup_tokens: int = 32
 
 
 def load_prompt(source: str, fewshot: bool = True) -> list[dict[str, str]]:
@@ -122,6 +126,9 @@ def ela_agent(settings: ElaSettings):
     s_answer = SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
                               repetition_penalty=settings.repetition_penalty,
                               max_tokens=settings.max_tokens_answer, stop=("</answer>",), seed=settings.seed)
+    s_followup = None if settings.answer_followup_tokens <= 0 else SamplingConfig(
+        temperature=settings.temperature, top_p=settings.top_p, repetition_penalty=settings.repetition_penalty,
+        max_tokens=settings.answer_followup_tokens, stop=("</answer>",), seed=settings.seed)
 
     def agent(item: dict, ctx: ItemContext):
         msgs = base + [{"role": "user", "content": f"<link>{item['question']}</link>"}]
@@ -141,13 +148,23 @@ def ela_agent(settings: ElaSettings):
         second = yield LLMCall(ChatRequest(messages=msgs2, sampling=s_answer))
         if second.error:
             raise AgentError(f"LLM error at answer step: {second.error}")
-        idx = parse_answer(second.text)
+        idx = _answer_indexes(second.text)
+        followed_up = False
+        if idx is None and second.finish_reason == "length" and s_followup is not None:
+            # the reasoning ran out of tokens before the answer: ask once, with a small bound, for the answer only
+            msgs3 = msgs2 + [{"role": "assistant", "content": second.text},
+                             {"role": "user", "content": PROMPTS.text("ela_answer_followup.txt").strip()}]
+            third = yield LLMCall(ChatRequest(messages=msgs3, sampling=s_followup))
+            if third.error:
+                raise AgentError(f"LLM error at answer follow-up: {third.error}")
+            idx = _answer_indexes(third.text)
+            followed_up = True
+            ctx.log({"step": "answer-followup", "reason": "max_tokens_answer reached without <answer>",
+                     "parsed": idx})
+            if idx is None:
+                raise AgentError("no <answer> in output (also after the answer follow-up)")
         if idx is None:
-            # lenient: a bare "[i][j]" with no tags still states the intent
-            bare = second.text.strip()
-            if not re.fullmatch(r"(\s*\[\s*\d+\s*\]\s*)+", bare):
-                raise AgentError("no <answer> in output")
-            idx = [int(x) for x in _INDEX.findall(bare)]
+            raise AgentError("no <answer> in output")
         valid = [i for i in idx if 0 <= i < len(flat)]
         if len(valid) < len(idx):
             ctx.log({"step": "answer", "out_of_range": [i for i in idx if i not in valid]})
@@ -162,10 +179,19 @@ def ela_agent(settings: ElaSettings):
             "predicted_entities": qids,
             "answer": "",
             "answers": [flat[i].get("title") or "" for i in valid],
-            "_sft": {"messages": sft, "cot": parse_think(second.text), "mentions": mentions},
+            # a cut-off reasoning is no demonstration to train on: no self-play record after a follow-up
+            "_sft": None if followed_up else {"messages": sft, "cot": parse_think(second.text), "mentions": mentions},
         }
 
     return agent
+
+
+def _answer_indexes(text: str) -> list[int] | None:
+    """``parse_answer``, lenient where the intent is clear: a bare ``[i][j]`` with no tags also counts."""
+    idx = parse_answer(text)
+    if idx is None and re.fullmatch(r"(\s*\[\s*\d+\s*\]\s*)+", text.strip()):
+        idx = [int(x) for x in _INDEX.findall(text)]
+    return idx
 
 
 def _close(text: str, tag: str) -> str:
