@@ -14,6 +14,7 @@ from storage.manifest import read_manifest
 from tasks.kb.plan import BuildPlan
 from tasks.kb_tasks import (
     merge_kb_task,
+    plan_kb_task,
     publish_kb_artifact,
     refresh_catalog_task,
     shutdown_pool,
@@ -58,26 +59,29 @@ def build_kb(plan: BuildPlan, workers: int = 1, keep_staging: bool = False) -> A
 
 @flow(name="build_kb_from_inputs")
 def build_kb_from_inputs(sample: bool = True, name: str | None = None, wikidata: list[str] | None = None,
-                         wikipedia: list[str] | None = None, shards_per_file: int = 1, workers: int = 1) -> str:
-    """Deployment entry point: plan from simple parameters, then ``build_kb`` as a subflow.
+                         truthy: list[str] | None = None, kgtk: list[str] | None = None,
+                         triples: list[str] | None = None, wikipedia: list[str] | None = None,
+                         properties: list[str] | None = None, title_maps: list[str] | None = None,
+                         shards_per_file: int = 1, workers: int = 1) -> ArtifactRef:
+    """Plan a KB from its inputs by kind, then ``build_kb`` as a subflow (``linkedqa kb build`` and deployments).
 
     Args:
-        sample: Build the sample KB from every real file under ``LINKEDQA_DATA``.
-        name: KB name.
-        wikidata: Wikidata dump paths (when not ``sample``).
-        wikipedia: pages-articles XML paths (when not ``sample``).
+        sample: Build the sample KB from every real file under ``LINKEDQA_DATA`` (the input lists are ignored).
+        name: KB name (default ``sample`` for the sample KB, else the dump date in the first file name).
+        wikidata: Wikidata JSON dumps / Special:EntityData files.
+        truthy: Wikidata truthy N-Triples.
+        kgtk: KGTK TSV files or folders.
+        triples: ``subject<TAB>property<TAB>object`` files.
+        wikipedia: pages-articles XML (``.bz2``).
+        properties: ``properties.json(.gz)`` label lists.
+        title_maps: ``QID;title;url`` maps.
         shards_per_file: Byte shards per plain input.
         workers: Worker processes.
 
     Returns:
-        The KB version.
+        Reference to the published version (``extra``: row counts per table).
     """
-    from tasks.kb.plan import explicit_inputs, make_plan, sample_inputs
-
-    if sample:
-        specs = sample_inputs(layout.data_root(), shards_per_file)
-        name = name or "sample"
-    else:
-        specs = explicit_inputs(wikidata=[Path(p) for p in wikidata or []],
-                                wikipedia=[Path(p) for p in wikipedia or []], shards_per_file=shards_per_file)
-    return build_kb(make_plan(name, specs), workers=workers).version
+    inputs = {"wikidata": wikidata or [], "truthy": truthy or [], "kgtk": kgtk or [], "triples": triples or [],
+              "wikipedia": wikipedia or [], "properties": properties or [], "title_maps": title_maps or []}
+    plan = plan_kb_task(sample, name, inputs, shards_per_file)
+    return build_kb(plan, workers=workers)

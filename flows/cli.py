@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from storage import layout
+
 EXIT_USAGE, EXIT_DATA, EXIT_MISSING, EXIT_OTHER, EXIT_NO_SPACE = 2, 3, 4, 1, 5
 # The demo's ELA run: sized so that `make demo` (cold warehouse, model conversion included) stays within 8 min
 # on a 2-core CPU without AVX-512 (README "Benchmarks", Demo, says what was measured where).
@@ -75,29 +77,25 @@ def _parse_sets(pairs: list[str]) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- kb
-def cmd_kb_build(a: argparse.Namespace) -> int:
-    """``linkedqa kb build``."""
-    from flows.build_kb import build_kb
+def _start_prefect() -> None:
+    """Start the command's temporary Prefect API, tied to this process (no-op with ``PREFECT_API_URL`` set).
+
+    Every command that writes to the warehouse runs a flow; a SIGKILLed command must not leave the server behind.
+    """
     from flows.prefect_server import bind_ephemeral_server
-    from storage import layout
-    from tasks.kb.plan import explicit_inputs, make_plan, sample_inputs
 
-    bind_ephemeral_server()  # a SIGKILLed build must not leave Prefect's temporary server behind
+    bind_ephemeral_server()
 
-    if a.sample:
-        specs = sample_inputs(layout.data_root(), a.shards)
-        name = a.name or "sample"
-    else:
-        specs = explicit_inputs(
-            wikidata=[Path(p) for p in a.wikidata], truthy=[Path(p) for p in a.truthy],
-            kgtk=[Path(p) for p in a.kgtk], triples=[Path(p) for p in a.triples],
-            wikipedia=[Path(p) for p in a.wikipedia], properties=[Path(p) for p in a.properties],
-            title_maps=[Path(p) for p in a.title_map], shards_per_file=a.shards,
-        )
-        name = a.name
-    plan = make_plan(name, specs)
+
+def cmd_kb_build(a: argparse.Namespace) -> int:
+    """``linkedqa kb build``: the ``build_kb_from_inputs`` flow (plan from every input kind -> ``build_kb``)."""
+    from flows.build_kb import build_kb_from_inputs
+
+    _start_prefect()
     t0 = time.perf_counter()
-    ref = build_kb(plan, workers=a.workers)
+    ref = build_kb_from_inputs(sample=a.sample, name=a.name, wikidata=a.wikidata, truthy=a.truthy, kgtk=a.kgtk,
+                               triples=a.triples, wikipedia=a.wikipedia, properties=a.properties,
+                               title_maps=a.title_map, shards_per_file=a.shards, workers=a.workers)
     print(f"\nKB {ref.version} ready in {time.perf_counter() - t0:.1f}s  ({layout.kb_dir(ref.version)})")
     _print_counts(ref.extra)
     return 0
@@ -111,17 +109,26 @@ def _print_counts(counts: dict) -> None:
 
 
 def cmd_kb_export_nt(a: argparse.Namespace) -> int:
-    """``linkedqa kb export-nt OUT``: the KB as N-Triples in Wikidata's IRI scheme (for Oxigraph/Virtuoso)."""
-    from tasks.kg.export_nt import export_ntriples
-    from tasks.runs.config import resolve_kb
+    """``linkedqa kb export-nt OUT``: the ``export_kb_ntriples`` flow (N-Triples in Wikidata's IRI scheme)."""
+    from flows.export_kb import export_kb_ntriples
 
-    version = resolve_kb(a.kb)
-    if version is None:
-        raise LookupError("no KB built yet: run `linkedqa kb build --sample` first")
+    _start_prefect()
     t0 = time.perf_counter()
-    counts = export_ntriples(version, Path(a.out))
-    print(f"wrote {a.out} from KB {version} in {time.perf_counter() - t0:.1f}s: "
-          + ", ".join(f"{k}={v:,}" for k, v in counts.items()))
+    res = export_kb_ntriples(out=str(Path(a.out).resolve()), kb=a.kb)
+    print(f"wrote {a.out} from KB {res['kb_version']} in {time.perf_counter() - t0:.1f}s: "
+          + ", ".join(f"{k}={v:,}" for k, v in res["counts"].items()))
+    return 0
+
+
+def cmd_kb_index(a: argparse.Namespace) -> int:
+    """``linkedqa kb index``: the ``build_indexes`` flow (requested kinds, default all; built ones are skipped)."""
+    from flows.build_indexes import build_indexes
+
+    _start_prefect()
+    t0 = time.perf_counter()
+    results = build_indexes(kb=a.kb, kinds=a.kind or None)
+    built = sum(r["built"] for r in results)
+    print(f"{built} index(es) built, {len(results) - built} already present, in {time.perf_counter() - t0:.1f}s")
     return 0
 
 
@@ -150,23 +157,18 @@ def _parse_wiki_spec(spec: str) -> tuple[str, str]:
 
 
 def cmd_kb_download(a: argparse.Namespace) -> int:
-    """``linkedqa kb download``: fetch Wikimedia dumps (resumable, checked against the published sums).
+    """``linkedqa kb download``: the ``download_dumps`` flow (resumable, checked against the published sums).
 
     The last stdout lines are the downloaded paths, one per line, to pass to ``linkedqa kb build``.
     """
-    from storage import layout
-    from tasks.fetch.http import DownloadResult
-    from tasks.fetch.sources import download_wikidata_dump, download_wikipedia_dump
+    from flows.download_dumps import download_dumps
 
     if not a.wikidata and not a.wikipedia:
         raise ValueError("give --wikidata latest|YYYYMMDD and/or --wikipedia enwiki:latest|enwiki:YYYYMMDD")
     wiki = _parse_wiki_spec(a.wikipedia) if a.wikipedia else None
-    to = Path(a.to) if a.to else layout.home()
-    done: list[tuple[str, DownloadResult]] = []
-    if a.wikidata:
-        done.append(("--wikidata", download_wikidata_dump(a.wikidata, to, mirror=a.mirror)))
-    if wiki:
-        done.append(("--wikipedia", download_wikipedia_dump(wiki[0], wiki[1], to, mirror=a.mirror)))
+    _start_prefect()
+    done = download_dumps(wikidata=a.wikidata, wikipedia=":".join(wiki) if wiki else None,
+                          to=str(Path(a.to).resolve()) if a.to else None, mirror=a.mirror)
     for _, res in done:
         m = res.meta
         how = "already present, " if res.skipped else (f"resumed at byte {res.resumed_from:,}, "
@@ -197,56 +199,42 @@ def cmd_data_list(a: argparse.Namespace) -> int:
 
 
 def cmd_data_load(a: argparse.Namespace) -> int:
-    """``linkedqa data load NAME..``: load known datasets into the warehouse."""
-    from storage import layout
-    from storage.catalog import refresh_catalog
-    from tasks.datasets.store import store_dataset
+    """``linkedqa data load NAME..``: the ``load_benchmarks`` flow (known datasets into the warehouse)."""
+    from flows.load_benchmarks import load_benchmarks
 
-    for name in a.names:
-        ref = store_dataset(name, layout.data_root())
-        print(f"{name}: {ref.extra['splits']} ({ref.extra['n_rejects']} rejected) version {ref.version}")
-    refresh_catalog()
+    for name in a.names:  # a bad name is refused before Prefect starts
+        layout.safe_name(name, "dataset name")
+    _start_prefect()
+    load_benchmarks(names=list(a.names))
     return 0
 
 
 def cmd_data_import(a: argparse.Namespace) -> int:
-    """``linkedqa data import FILE --name NAME``."""
-    from storage import layout
-    from storage.catalog import refresh_catalog
-    from tasks.datasets.store import store_dataset
+    """``linkedqa data import FILE --name NAME``: the ``import_questions`` flow; bad lines are listed."""
+    from flows.import_questions import import_questions
+    from storage.parquet_io import read_table
 
-    ref = store_dataset(a.name, layout.data_root(required=False), import_file=Path(a.file))
+    layout.safe_name(a.name, "dataset name")
+    _start_prefect()
+    ref = import_questions(file=str(Path(a.file).resolve()), name=a.name)
     print(f"{a.name}: {ref.extra['splits']} imported, {ref.extra['n_rejects']} line(s) rejected")
     if ref.extra["n_rejects"]:
-        from storage.parquet_io import read_table
-
         folder = layout.dataset_dir(a.name, ref.version)
         for r in read_table(folder / "rejects", "rejects").to_pylist()[:20]:
             reason = r["reason"]
             print(f"  {reason}" if reason.startswith(f"line {r['line']}:") else f"  line {r['line']}: {reason}")
-    refresh_catalog()
     return 0
 
 
 def cmd_data_fetch(a: argparse.Namespace) -> int:
-    """``linkedqa data fetch NAME..``: download benchmarks from their official locations into LINKEDQA_DATA."""
-    from storage import layout
-    from tasks.fetch.sources import DATASET_FILES, NOT_FETCHABLE, fetch_datasets
+    """``linkedqa data fetch NAME..``: the ``fetch_benchmarks`` flow (official locations into LINKEDQA_DATA)."""
+    from flows.fetch_benchmarks import fetch_benchmarks
 
-    names = list(a.names)
-    if a.all:
-        names += [n for n in DATASET_FILES if n not in names]
-        for name, why in NOT_FETCHABLE.items():
-            print(f"{name}: skipped ({why})")
-    if not names:
+    if not a.names and not a.all:
         raise ValueError("give dataset names or --all (see `linkedqa data list`)")
     root = Path(a.to).resolve() if a.to else layout.data_root(required=False)
-
-    def on_file(f) -> None:
-        note = f"  ({f.note})" if f.note else ""
-        print(f"  {f.action:<10} {f.file.path}  {f.size:,} bytes, sha256 ok{note}", flush=True)
-
-    results = fetch_datasets(names, root, mirror=a.mirror, on_file=on_file)
+    _start_prefect()
+    results = fetch_benchmarks(names=list(a.names), all_datasets=a.all, to=str(root), mirror=a.mirror)
     for name, files in results.items():
         got = sum(f.action == "downloaded" for f in files)
         print(f"{name}: {len(files)} file(s) verified ({got} downloaded, {len(files) - got} already present)")
@@ -280,7 +268,6 @@ def run_config_from_args(a: argparse.Namespace):
 
 def validate_run(cfg) -> None:
     """Fail fast (before starting Prefect or an engine) on an unknown method, setting or dataset."""
-    from storage import layout
     from storage.catalog import complete_dataset_versions
     from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
     from tasks.methods.registry import get_method
@@ -326,7 +313,6 @@ def _num(value: float | None) -> str:
 
 
 def _print_metrics(run_id: str) -> None:
-    from storage import layout
     from storage.parquet_io import read_table
 
     rows = read_table(layout.run_dir(run_id) / "metrics", "metrics").to_pylist()
@@ -340,47 +326,39 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
     Values stored under an older version of the metric rules (manifest ``metrics_format``) are expected to
     differ: they are listed, and ``--write`` stores the recomputed ones. Under the same version any difference
-    is an error (exit 1).
+    is an error (exit 1). ``--write`` and ``--all`` run the ``evaluate_run`` flow; one run without ``--write``
+    writes nothing and is compared directly (no Prefect server to start).
     """
-    from storage import layout
-    from storage.catalog import complete_runs, refresh_catalog
-    from storage.manifest import read_manifest
-    from tasks.metrics.base import METRICS_FORMAT
-    from tasks.runs.execute import EFFICIENCY_METRICS, recompute_metrics, rewrite_metrics, stored_metrics_format
-
     if bool(a.run_id) == bool(a.all):
         raise ValueError("give one RUN_ID or --all")
-    run_ids = [r for r, _ in complete_runs()] if a.all else [layout.safe_name(a.run_id, "run id")]
-    bad = written = 0
-    for run_id in run_ids:
-        manifest = read_manifest(layout.run_dir(run_id)) or {}
-        fmt = stored_metrics_format(manifest)
-        recomputed, stored = recompute_metrics(run_id)
-        stored_by = {r["metric"]: r["value"] for r in stored}
-        print(f"{run_id}: stored with metrics format {fmt}, current format {METRICS_FORMAT}")
+    if a.write or a.all:
+        from flows.evaluate_run import evaluate_run
+
+        if a.run_id:
+            layout.safe_name(a.run_id, "run id")
+        _start_prefect()
+        reports = evaluate_run(run_ids=[a.run_id] if a.run_id else None, all_runs=a.all, write=a.write)
+    else:
+        from tasks.eval_tasks import compare_run_metrics
+
+        reports = [{**compare_run_metrics(layout.safe_name(a.run_id, "run id")), "written": False}]
+    bad = 0
+    for rep in reports:
+        run_id, fmt, current = rep["run_id"], rep["stored_format"], rep["current_format"]
+        print(f"{run_id}: stored with metrics format {fmt}, current format {current}")
         print(f"  {'metric':<26} {'recomputed':>12} {'stored':>12}")
-        differ = 0
-        for r in recomputed:
-            s = stored_by.get(r["metric"])
-            v = r["value"]
-            same = r["metric"] in stored_by and (s is v is None or (None not in (s, v) and abs(s - v) < 1e-9))
-            differ += not same
-            print(f"  {r['metric']:<26} {_num(r['value']):>12} {_num(s):>12}"
-                  f"{'' if same else ('   changed' if fmt != METRICS_FORMAT else '   MISMATCH')}")
-        gone = [m for m in stored_by if m not in EFFICIENCY_METRICS and m not in {r["metric"] for r in recomputed}]
-        for m in gone:
-            print(f"  {m:<26} {'-':>12} {_num(stored_by[m]):>12}   no longer computed")
-        if fmt == METRICS_FORMAT:
-            bad += differ + len(gone)
-        elif a.write:
-            rewrite_metrics(run_id)
-            written += 1
-            print(f"  stored the recomputed values (metrics format {fmt} -> {METRICS_FORMAT})")
-        elif differ or gone:
+        for r in rep["rows"]:
+            flag = {"same": "", "changed": "   changed", "mismatch": "   MISMATCH"}[r["status"]]
+            print(f"  {r['metric']:<26} {_num(r['recomputed']):>12} {_num(r['stored']):>12}{flag}")
+        for g in rep["gone"]:
+            print(f"  {g['metric']:<26} {'-':>12} {_num(g['stored']):>12}   no longer computed")
+        if fmt == current:
+            bad += rep["differ"]
+        elif rep["written"]:
+            print(f"  stored the recomputed values (metrics format {fmt} -> {current})")
+        elif rep["differ"]:
             print(f"  these values were computed with metrics format {fmt}; `linkedqa eval {run_id} --write` "
                   "stores the recomputed ones")
-    if written:
-        refresh_catalog()
     if bad:
         print(f"error: {bad} metric(s) differ from the values stored under the same rules", file=sys.stderr)
         return EXIT_OTHER
@@ -489,6 +467,12 @@ def build_parser() -> argparse.ArgumentParser:
     ke.add_argument("out", help="output file (.nt or .nt.gz), e.g. warehouse/exports/kb.nt.gz")
     ke.add_argument("--kb", default=None, help="KB name or version (default: newest)")
     ke.set_defaults(fn=cmd_kb_export_nt)
+    ki = kb.add_parser("index", help="build the search/KG indexes of a KB version (resumable; built ones are "
+                       "skipped; runs build what their method needs)")
+    ki.add_argument("--kb", default=None, help="KB name or version (default: newest)")
+    ki.add_argument("--kind", action="append", default=[], choices=list(layout.INDEX_KINDS), metavar="K",
+                    help=f"index kind, repeatable (default: all): {', '.join(layout.INDEX_KINDS)}")
+    ki.set_defaults(fn=cmd_kb_index)
     kl = kb.add_parser("list", help="published KB versions")
     kl.set_defaults(fn=cmd_kb_list)
     kd = kb.add_parser("download", help="download Wikimedia dumps (resumable, checked against the published sums); "
@@ -588,8 +572,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _no_space_message(exc: OSError) -> str:
     """``no space left on device under <home> (<free> free): <strerror> [<file>]`` for a full disk or quota."""
-    from storage import layout
-
     home = layout.home()
     probe = home if home.exists() else home.parent
     try:

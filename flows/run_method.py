@@ -1,4 +1,4 @@
-"""Flow ``run_method``: plan -> one task per shard (device-limited) -> metrics -> manifest -> artifact.
+"""Flow ``run_method``: plan -> the method's indexes (``build_indexes``) -> one task per shard -> metrics -> manifest.
 
 Shards run on the flow's task runner: threads in this process by default (one engine per process), or on a Dask
 cluster (``run_method_on(cfg, "dask", workers=N)`` / ``linkedqa run --runner dask --workers N``): each Dask worker
@@ -14,8 +14,10 @@ import time
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows.build_indexes import build_indexes
 from storage import layout
 from storage.manifest import now_iso
+from tasks.index_tasks import run_index_kinds_task
 from tasks.run_tasks import finalize_run_task, plan_run_task, publish_run_artifact, run_shard_task
 from tasks.runs.config import RunConfig, run_is_complete
 
@@ -38,6 +40,9 @@ def run_method(cfg: RunConfig) -> str:
     if run_is_complete(plan.run_id):
         print(f"run {plan.run_id} already complete: nothing to do")
         return plan.run_id
+    kinds = run_index_kinds_task(plan, root)
+    if kinds:  # the method's indexes as their own step (a no-op when built), not lazily inside a shard
+        build_indexes(kb=plan.kb_version, kinds=kinds)
     started, t0 = now_iso(), time.perf_counter()
     print(f"run {plan.run_id}: {len(plan.question_ids)} questions in {plan.n_shards} shard(s)")
     futures = [run_shard_task.submit(plan, i, root, data) for i in range(plan.n_shards)]

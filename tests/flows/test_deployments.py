@@ -25,6 +25,12 @@ EXPECTED = {  # deployment name -> (flow name, cron or None)
     "nightly-ela": ("run_method", "0 1 * * *"),
     "nightly-anchorrag": ("run_method", "0 2 * * *"),
     "on-demand": ("render_reports", None),
+    "weekly-indexes": ("build_indexes", "0 5 * * 0"),
+    "weekly-eval": ("evaluate_run", "0 6 * * 1"),
+    "load-on-demand": ("load_benchmarks", None),
+    "fetch-on-demand": ("fetch_benchmarks", None),
+    "export-on-demand": ("export_kb_ntriples", None),
+    "dumps-on-demand": ("download_dumps", None),
 }
 
 

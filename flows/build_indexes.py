@@ -1,0 +1,40 @@
+"""Flow ``build_indexes``: the indexes of a KB version as an explicit, resumable step (``linkedqa kb index``).
+
+Runs call it before their shards for the index kinds their method reads (``flows.run_method``); an index that
+exists is left as it is, so a second call is a no-op.
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from storage import layout
+from tasks.index_tasks import build_index_task
+from tasks.runs.config import resolve_kb
+
+
+@flow(name="build_indexes")
+def build_indexes(kb: str | None = None, kinds: list[str] | None = None) -> list[dict]:
+    """Build the requested index kinds (default: every kind of ``storage.layout.INDEX_KINDS``) of a KB version.
+
+    Args:
+        kb: KB name or version (default: the newest).
+        kinds: ``INDEX_KINDS`` keys, built in the given order.
+
+    Returns:
+        One ``{"kind", "folder", "built", "seconds"}`` per kind.
+
+    Raises:
+        LookupError: No KB built yet, or no KB of that name.
+        storage.layout.LayoutError: An unknown kind (before anything is built).
+    """
+    kinds = list(kinds or layout.INDEX_KINDS)
+    unknown = [k for k in kinds if k not in layout.INDEX_KINDS]
+    if unknown:
+        raise layout.LayoutError(f"unknown index kind(s) {unknown}; known: {', '.join(layout.INDEX_KINDS)}")
+    version = resolve_kb(kb)
+    if version is None:
+        raise LookupError("no KB built yet: run `linkedqa kb build --sample` first")
+    print(f"indexes of KB {version}: {', '.join(kinds)}", flush=True)
+    root = str(layout.home())
+    return [build_index_task(version, k, root) for k in kinds]

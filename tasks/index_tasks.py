@@ -1,0 +1,77 @@
+"""Prefect tasks of the index step: build the indexes of a KB version before anything searches them.
+
+Every index kind and its folder is one row of ``storage.layout.INDEX_KINDS``. The search indexes are built by
+``tasks.search.kb_indexes.ensure_index``, the KG store by ``tasks.kg.duckdb_store.build_index`` and the
+gold-answer store by ``tasks.methods.kgqa.kb_gold.open_store``; each is atomic (temporary folder renamed, its
+done-marker last), so a finished index is never rebuilt and an interrupted build is redone from scratch.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from prefect import get_run_logger, task
+
+from storage import layout
+from storage.done import is_done
+from tasks.kg import duckdb_store
+from tasks.methods.kgqa import kb_gold
+from tasks.runs.config import RunPlan
+from tasks.runs.resolve import resolve_run
+from tasks.search.kb_indexes import SEARCH_KINDS, ensure_index
+
+# the markers the KG and gold stores had before the done-marker convention (storage.done), still read
+_LEGACY_MARKERS = ("meta.json", "_done")
+
+
+def build_kb_index(kb_version: str, kind: str, root: Path) -> dict:
+    """Build one index kind of a KB version unless it is built.
+
+    Returns:
+        ``{"kind", "folder", "built": bool (False: it already existed), "seconds"}``.
+
+    Raises:
+        storage.layout.LayoutError: An unknown kind.
+    """
+    if kind in SEARCH_KINDS:
+        return ensure_index(kb_version, kind, root)
+    folder = layout.index_kind_dir(kb_version, kind, root)
+    if is_done(folder, legacy=_LEGACY_MARKERS):
+        return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}
+    t0 = time.perf_counter()
+    if kind == "kg-duckdb":
+        duckdb_store.build_index(kb_version, root)
+    else:  # kb-gold
+        kb_gold.open_store(kb_version, root)
+    return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def index_kinds_of(paths: list[Path] | None, root: Path) -> list[str]:
+    """The index kinds among a method's ``index_paths`` (other paths, e.g. KB tables, are ignored)."""
+    kinds = [layout.index_kind_of(Path(p), root) for p in paths or []]
+    return [k for k in layout.INDEX_KINDS if k in kinds]
+
+
+@task(name="build_index", task_run_name="index {kind} of {kb_version}")
+def build_index_task(kb_version: str, kind: str, root: str) -> dict:
+    """Build one index of a KB version (a no-op when it exists); prints one progress line."""
+    res = build_kb_index(kb_version, kind, Path(root))
+    state = f"built in {res['seconds']:.1f}s" if res["built"] else "already built"
+    line = f"  index {kind:<14} {state}  ({res['folder']})"
+    print(line, flush=True)
+    get_run_logger().debug(line)
+    return res
+
+
+@task(name="run_index_kinds")
+def run_index_kinds_task(plan: RunPlan, root: str) -> list[str]:
+    """The index kinds a run's method reads (``Method.index_paths`` mapped onto ``INDEX_KINDS``).
+
+    A method that does not say (``index_paths`` is ``None``) gets none built here: its shards build what they
+    open, as before.
+    """
+    if not plan.kb_version:
+        return []
+    run = resolve_run(plan, Path(root))
+    return index_kinds_of(run.index_paths(), Path(root))
