@@ -132,7 +132,7 @@ def index_dir(kb_version: str, index_name: str, root: Path | None = None) -> Pat
 INDEX_FORMAT = 2
 
 #: Every index kind built per KB version -> its folder name under ``indexes/<kb_version>/`` (the one table;
-#: ``linkedqa kb index --kind K`` takes these keys). ``kb-gold`` is the Oxigraph store of gold SPARQL answers.
+#: ``linkedqa kb index --kind K`` takes these keys).
 INDEX_KINDS: dict[str, str] = {
     "entity-bm25": f"entity-bm25.v{INDEX_FORMAT}",      # labels + aliases (ELA "Wikidata" source), tantivy
     "title-bm25": f"title-bm25.v{INDEX_FORMAT}",        # Wikipedia titles + lead (ELA "Wikipedia" source)
@@ -140,7 +140,7 @@ INDEX_KINDS: dict[str, str] = {
     "passage-dense": f"passage-dense.v{INDEX_FORMAT}",  # the same passages, all-MiniLM-L6-v2 + FAISS
     "entity-dense": f"entity-dense.v{INDEX_FORMAT}",    # KG entities' names/descriptions (AnchorRAG), FAISS
     "kg-duckdb": "kg-duckdb.v1",                        # sorted KG tables + ART indexes (KG tools)
-    "kb-gold": "kg-oxigraph.v1",                        # Oxigraph store of the KB (gold SPARQL answers)
+    "kg-oxigraph": "kg-oxigraph.v1",                    # Oxigraph store of the KB (KGQA gold SPARQL answers)
 }
 
 

@@ -1,8 +1,8 @@
 """Prefect tasks of the index step: build the indexes of a KB version before anything searches them.
 
 Every index kind and its folder is one row of ``storage.layout.INDEX_KINDS``. The search indexes are built by
-``tasks.search.kb_indexes.ensure_index``, the KG store by ``tasks.kg.duckdb_store.build_index`` and the
-gold-answer store by ``tasks.methods.kgqa.kb_gold.open_store``; each is atomic (temporary folder renamed, its
+``tasks.search.kb_indexes.ensure_index``, the KG stores by ``tasks.kg.duckdb_store.build_index`` and
+``tasks.kg.oxigraph_store.open_store``; each is atomic (temporary folder renamed, its
 done-marker last), so a finished index is never rebuilt and an interrupted build is redone from scratch.
 """
 
@@ -15,8 +15,7 @@ from prefect import get_run_logger, task
 
 from storage import layout
 from storage.done import is_done
-from tasks.kg import duckdb_store
-from tasks.methods.kgqa import kb_gold
+from tasks.kg import duckdb_store, oxigraph_store
 from tasks.runs.config import RunPlan
 from tasks.runs.resolve import resolve_run
 from tasks.search.kb_indexes import SEARCH_KINDS, ensure_index
@@ -42,8 +41,8 @@ def build_kb_index(kb_version: str, kind: str, root: Path) -> dict:
     t0 = time.perf_counter()
     if kind == "kg-duckdb":
         duckdb_store.build_index(kb_version, root)
-    else:  # kb-gold
-        kb_gold.open_store(kb_version, root)
+    else:  # kg-oxigraph
+        oxigraph_store.open_store(kb_version, root)
     return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
 
 

@@ -28,7 +28,7 @@ from storage.parquet_io import part_files
 from tasks.progress import progress
 
 #: The kinds of :data:`storage.layout.INDEX_KINDS` this module builds (the KG store and the gold-answer store are
-#: built by ``tasks.kg.duckdb_store`` and ``tasks.methods.kgqa.kb_gold``).
+#: built by ``tasks.kg.duckdb_store`` and ``tasks.kg.oxigraph_store``).
 SEARCH_KINDS = ("entity-bm25", "title-bm25", "passage-bm25", "passage-dense", "entity-dense")
 _OPEN: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
