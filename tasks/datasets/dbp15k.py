@@ -9,7 +9,7 @@ Inputs: ``<data_root>/dbp15k/<pair>/`` (see :mod:`tasks.datasets.ea_kg`). Output
   file order (``SPLIT_SEED``), so every run and every method sees the same split.
 
 The two graphs themselves are written as KB-like tables beside the stored dataset version by
-:func:`tasks.datasets.ea_kg.write_kg_tables` (the methods call :func:`ensure_kg` in ``build_tools``).
+:func:`tasks.datasets.ea_kg.write_kg_tables` (the methods call ``tasks.datasets.store.ensure_kg`` in ``build_tools``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from storage import layout
 from tasks.datasets.base import DatasetBuilder, LoadedDataset, question_row
-from tasks.datasets.ea_kg import AlignmentPair, read_kg_tables, read_pair_cached, write_kg_tables
+from tasks.datasets.ea_kg import read_pair_cached
 
 SPLIT_SEED = 2023
 TRAIN_FRACTION = 0.3
@@ -77,46 +76,3 @@ def _loader(name: str):
 
 
 LOADERS = {name: _loader(name) for name in DATASETS}
-
-
-def ensure_kg(dataset: str, root: Path | None = None, data_root: Path | None = None) -> AlignmentPair:
-    """The two graphs of a stored DBP15K dataset, writing their KB-like tables on first use.
-
-    The dataset is stored first when needed (``tasks.datasets.store``); the raw files must be the ones the
-    stored version was built from (same content-addressed version), else the tables would not match it.
-
-    Args:
-        dataset: ``dbp15k-fr-en`` / ``dbp15k-ja-en`` / ``dbp15k-zh-en``.
-        root: ``LINKEDQA_HOME``.
-        data_root: ``LINKEDQA_DATA``.
-
-    Returns:
-        The pair read from the stored tables (``links`` empty: gold links live in the questions).
-
-    Raises:
-        KeyError: Not a DBP15K dataset.
-        RuntimeError: The raw files changed since the dataset version was stored.
-    """
-    from tasks.datasets.store import dataset_version, latest_dataset_folder, store_dataset
-
-    if dataset not in DATASETS:
-        raise KeyError(f"{dataset!r} is not a DBP15K dataset; known: {', '.join(DATASETS)}")
-    pair = DATASETS[dataset]
-    data_root = Path(data_root) if data_root is not None else layout.data_root()
-    folder = latest_dataset_folder(dataset, root)
-    if folder is None:
-        store_dataset(dataset, data_root, root=root)
-        folder = latest_dataset_folder(dataset, root)
-    try:
-        return read_kg_tables(folder, pair)
-    except FileNotFoundError:
-        pass
-    sources = [Path(data_root) / "dbp15k" / pair / f for f in
-               ("ent_ids_1.gz", "ent_ids_2.gz", "triples_1.gz", "triples_2.gz", "ref_ent_ids.gz")]
-    if dataset_version(dataset, sources) != folder.name:
-        raise RuntimeError(f"raw DBP15K files under {data_root} differ from stored version {folder.name}; "
-                           f"re-load it first (linkedqa data load {dataset})")
-    ap = read_pair_cached(data_root, pair)
-    write_kg_tables(ap, folder, sources)
-    # same content as the stored tables (read from the same files); links belong to the questions
-    return AlignmentPair(pair, ap.kg1, ap.kg2)

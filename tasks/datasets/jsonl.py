@@ -176,15 +176,10 @@ def import_jsonl(path: Path | str, name: str) -> LoadedDataset:
 
     Raises:
         storage.layout.LayoutError: When ``name`` is not a safe name.
-        ValueError: When ``name`` is a built-in dataset's name.
         FileNotFoundError: When the file does not exist.
         DatasetError: When a compressed file is truncated or unreadable.
     """
-    from tasks.datasets.registry import REGISTRY  # lazy: the registry imports this module
-
     safe_name(name, "dataset name")
-    if name in REGISTRY:
-        raise ValueError(f"{name!r} is a built-in dataset; import under another name")
     path = require_file(Path(path))
     b = DatasetBuilder(name)
     b.source(path)

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import layout
-from tasks.datasets import dbp15k, entity_qa, lcquad2, qald, simplequestions, tog_kgqa, webqsp_el
+from tasks.datasets import dbp15k, entity_qa, jsonl, lcquad2, qald, simplequestions, tog_kgqa, webqsp_el
 from tasks.datasets.base import LoadedDataset
-from tasks.datasets.jsonl import import_jsonl
 
 __all__ = ["REGISTRY", "DatasetSpec", "UnknownDataset", "import_jsonl", "known_datasets", "load_dataset"]
 
@@ -122,3 +121,18 @@ def load_dataset(name: str, data_root: Path | str | None = None) -> LoadedDatase
     spec = get_spec(name)
     root = Path(data_root) if data_root is not None else layout.data_root()
     return spec.loader(root)
+
+
+def import_jsonl(path: Path, name: str) -> LoadedDataset:
+    """``linkedqa data import``: a generic JSONL file as dataset ``name`` (``tasks.datasets.jsonl``).
+
+    Raises:
+        storage.layout.LayoutError: When ``name`` is not a safe name.
+        ValueError: When ``name`` is a built-in dataset's name.
+        FileNotFoundError: When the file does not exist.
+        tasks.datasets.base.DatasetError: When a compressed file is truncated or unreadable.
+    """
+    layout.safe_name(name, "dataset name")
+    if name in REGISTRY:
+        raise ValueError(f"{name!r} is a built-in dataset; import under another name")
+    return jsonl.import_jsonl(path, name)

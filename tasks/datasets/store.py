@@ -18,6 +18,9 @@ from storage.done import sweep_temps
 from storage.manifest import config_hash, file_fingerprint, read_manifest, write_manifest
 from storage.parquet_io import write_table
 from storage.schemas import QUESTIONS, fingerprint
+from tasks.datasets.dbp15k import DATASETS as DBP15K_DATASETS
+from tasks.datasets.ea_kg import AlignmentPair, read_kg_tables, read_pair_cached, write_kg_tables
+from tasks.datasets.registry import import_jsonl, load_dataset
 
 LOADER_FORMAT = 1
 
@@ -41,8 +44,6 @@ def store_dataset(name: str, data_root: Path, import_file: Path | None = None,
     Returns:
         Reference to the stored questions.
     """
-    from tasks.datasets.registry import import_jsonl, load_dataset
-
     layout.safe_name(name, "dataset name")
     loaded = import_jsonl(import_file, name) if import_file else load_dataset(name, data_root)
     version = dataset_version(name, list(loaded.sources))
@@ -73,3 +74,44 @@ def latest_dataset_folder(name: str, root: Path | None = None) -> Path | None:
     """Folder of the newest stored version of a dataset, or None."""
     found = [v for d, v, _ in complete_dataset_versions(root) if d == name]
     return layout.dataset_dir(name, found[-1], root) if found else None
+
+
+def ensure_kg(dataset: str, root: Path | None = None, data_root: Path | None = None) -> AlignmentPair:
+    """The two graphs of a stored DBP15K dataset, writing their KB-like tables on first use.
+
+    The dataset is stored first when needed (``tasks.datasets.store``); the raw files must be the ones the
+    stored version was built from (same content-addressed version), else the tables would not match it.
+
+    Args:
+        dataset: ``dbp15k-fr-en`` / ``dbp15k-ja-en`` / ``dbp15k-zh-en``.
+        root: ``LINKEDQA_HOME``.
+        data_root: ``LINKEDQA_DATA``.
+
+    Returns:
+        The pair read from the stored tables (``links`` empty: gold links live in the questions).
+
+    Raises:
+        KeyError: Not a DBP15K dataset.
+        RuntimeError: The raw files changed since the dataset version was stored.
+    """
+    if dataset not in DBP15K_DATASETS:
+        raise KeyError(f"{dataset!r} is not a DBP15K dataset; known: {', '.join(DBP15K_DATASETS)}")
+    pair = DBP15K_DATASETS[dataset]
+    data_root = Path(data_root) if data_root is not None else layout.data_root()
+    folder = latest_dataset_folder(dataset, root)
+    if folder is None:
+        store_dataset(dataset, data_root, root=root)
+        folder = latest_dataset_folder(dataset, root)
+    try:
+        return read_kg_tables(folder, pair)
+    except FileNotFoundError:
+        pass
+    sources = [Path(data_root) / "dbp15k" / pair / f for f in
+               ("ent_ids_1.gz", "ent_ids_2.gz", "triples_1.gz", "triples_2.gz", "ref_ent_ids.gz")]
+    if dataset_version(dataset, sources) != folder.name:
+        raise RuntimeError(f"raw DBP15K files under {data_root} differ from stored version {folder.name}; "
+                           f"re-load it first (linkedqa data load {dataset})")
+    ap = read_pair_cached(data_root, pair)
+    write_kg_tables(ap, folder, sources)
+    # same content as the stored tables (read from the same files); links belong to the questions
+    return AlignmentPair(pair, ap.kg1, ap.kg2)

@@ -39,9 +39,8 @@ def one(dataset: str, ablations: bool) -> dict:
     from dataclasses import replace
 
     from storage import layout
-    from tasks.datasets.dbp15k import ensure_kg
     from tasks.datasets.ea_kg import kg_dir
-    from tasks.datasets.store import latest_dataset_folder
+    from tasks.datasets.store import ensure_kg, latest_dataset_folder
     from tasks.methods.ea.embed import AlignmentScorer, EmbedConfig, name_embeddings
     from tasks.methods.ea.embed_method import split_links
     from tasks.runs.config import RunConfig

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from storage.parquet_io import read_table
-from tasks.datasets.dbp15k import DATASETS, SPLIT_SEED, ensure_kg, load_pair, split_of
+from tasks.datasets.dbp15k import DATASETS, SPLIT_SEED, load_pair, split_of
 from tasks.datasets.ea_kg import kg_dir, name_from_iri, read_kg_tables, read_pair
 from tasks.datasets.registry import dataset_task, known_datasets
+from tasks.datasets.store import ensure_kg
 
 
 def test_names_from_iris():

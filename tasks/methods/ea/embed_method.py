@@ -139,8 +139,7 @@ def build_candidate_tool(ctx: MethodContext, cfg: EmbedConfig, tune: bool = True
     With ``tune``, the weights and CSLS of ``cfg`` are replaced by the ones chosen on the train links; the config
     used becomes the side output ``ea_embed_config.json`` of the run.
     """
-    from tasks.datasets.dbp15k import ensure_kg
-    from tasks.datasets.store import latest_dataset_folder
+    from tasks.datasets.store import ensure_kg, latest_dataset_folder
 
     ap = ensure_kg(ctx.dataset, ctx.root)
     folder = latest_dataset_folder(ctx.dataset, ctx.root)
