@@ -13,13 +13,18 @@
   ``(max_retries + 1) * timeout_s`` plus backoff. After the last try the item gets ``Completion(error=...)``; the
   batch goes on.
 * Payload: ``model, messages, temperature, top_p, max_tokens, seed`` and ``stop`` when non-empty;
-  ``repetition_penalty`` only when != 1.0 (a vLLM extension that hosted APIs may reject).
+  ``repetition_penalty`` only when != 1.0 (a vLLM extension that hosted APIs may reject); a constrained
+  request (``SamplingConfig.regex`` / ``choice`` / ``json_schema``, the methods' ``guided=true``) adds vLLM's
+  ``structured_outputs`` field (``{"regex": ...}``, ``{"choice": [...]}`` or ``{"json": {...}}``), which a
+  ``vllm serve`` endpoint applies; OpenAI's own API rejects that field (it knows no regex or choice
+  constraints), so run ``guided=true`` against vLLM servers only.
 * ``model``: ``EngineConfig.model``; ``"embedded"`` is sent as the slug ``qwen2.5-coder-0.5b-instruct``
   (serve the prepared folder with ``--served-model-name qwen2.5-coder-0.5b-instruct``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -61,6 +66,12 @@ def request_payload(req: ChatRequest, model: str) -> dict[str, Any]:
         body["stop"] = list(s.stop)
     if s.repetition_penalty != 1.0:
         body["repetition_penalty"] = s.repetition_penalty
+    if s.regex is not None:
+        body["structured_outputs"] = {"regex": s.regex}
+    elif s.choice is not None:
+        body["structured_outputs"] = {"choice": list(s.choice)}
+    elif s.json_schema is not None:
+        body["structured_outputs"] = {"json": json.loads(s.json_schema)}
     return body
 
 

@@ -15,11 +15,18 @@ import hashlib
 import json
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class SamplingConfig(BaseModel):
-    """Sampling parameters (vLLM's SamplingParams group). Part of the response-cache key."""
+    """Sampling parameters (vLLM's SamplingParams group). Part of the response-cache key.
+
+    Structured outputs (issue 19 item 2; at most one of ``regex`` / ``choice`` / ``json_schema``): the
+    completion is constrained to the given form by the backend's grammar engine — vLLM's
+    ``StructuredOutputsParams`` (xgrammar, guidance fallback) in-process, the ``structured_outputs`` request
+    field on a vLLM OpenAI-compatible server; the scripted backend ignores them. Unset (None) fields are left
+    out of the cache key, so unconstrained requests keep the keys they had before these fields existed.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -29,6 +36,36 @@ class SamplingConfig(BaseModel):
     max_tokens: int = 256
     stop: tuple[str, ...] = ()
     seed: int | None = 0
+    #: The whole completion must match this regular expression (xgrammar's regex dialect).
+    regex: str | None = None
+    #: The completion must be exactly one of these strings.
+    choice: tuple[str, ...] | None = None
+    #: The completion must be a JSON document valid under this JSON Schema (serialized as a string).
+    json_schema: str | None = None
+
+    @model_validator(mode="after")
+    def _one_constraint(self) -> SamplingConfig:
+        if sum(x is not None for x in (self.regex, self.choice, self.json_schema)) > 1:
+            raise ValueError("at most one of regex, choice, json_schema may be set")
+        if self.choice is not None and not self.choice:
+            raise ValueError("choice needs at least one option")
+        return self
+
+    @property
+    def constrained(self) -> bool:
+        """Whether a structured-output constraint is set."""
+        return self.regex is not None or self.choice is not None or self.json_schema is not None
+
+    def key_body(self) -> dict[str, Any]:
+        """The fields hashed into the response-cache key: every field, less the constraints left unset."""
+        body = self.model_dump()
+        for f in _CONSTRAINT_FIELDS:
+            if body[f] is None:
+                del body[f]
+        return body
+
+
+_CONSTRAINT_FIELDS = ("regex", "choice", "json_schema")
 
 
 class EngineConfig(BaseModel):
@@ -61,7 +98,7 @@ class ChatRequest(BaseModel):
     def key(self, backend: str, model: str) -> str:
         """Cache key: sha256 over (backend, model, messages, sampling params incl. seed)."""
         body = json.dumps(
-            {"b": backend, "m": model, "msg": list(self.messages), "s": self.sampling.model_dump()},
+            {"b": backend, "m": model, "msg": list(self.messages), "s": self.sampling.key_body()},
             sort_keys=True,
             ensure_ascii=False,
         )

@@ -159,6 +159,24 @@ def live_engines() -> dict[EngineConfig, float]:
         return {cfg: e.start_s for cfg, e in _ENGINES.items()}
 
 
+def structured_outputs(req: ChatRequest) -> Any:
+    """The ``StructuredOutputsParams`` of a constrained request (``regex``/``choice``/``json_schema``), else None.
+
+    The grammar backend is vLLM's default (``auto``: xgrammar, guidance where xgrammar lacks a feature); on
+    the CPU platform the token bitmask is applied on the CPU (checked with the embedded model).
+    """
+    s = req.sampling
+    if not s.constrained:
+        return None
+    from vllm.sampling_params import StructuredOutputsParams
+
+    if s.regex is not None:
+        return StructuredOutputsParams(regex=s.regex)
+    if s.choice is not None:
+        return StructuredOutputsParams(choice=list(s.choice))
+    return StructuredOutputsParams(json=s.json_schema)
+
+
 class VLLMBackend:
     """Batched chat generation with an in-process vLLM engine.
 
@@ -266,6 +284,7 @@ class VLLMBackend:
             max_tokens=s.max_tokens,
             stop=list(s.stop) or None,
             seed=None if is_cpu else s.seed,
+            structured_outputs=structured_outputs(req),
         )
 
     def _chat(self, reqs: list[ChatRequest], params: list[Any]) -> list[Completion]:

@@ -134,3 +134,28 @@ def test_rounds_above_one_are_refused_on_test(tmp_path: Path):
     with pytest.raises(UnknownSetting, match="--split train"):
         method.build_tools(MethodContext(kb_version=None, root=tmp_path, run_dir=tmp_path, dataset="dbp15k-fr-en",
                                          task="ea", split="test"))
+
+
+def test_guided_constrains_plan_alignment_and_reflection(tools):
+    """guided=true: planning/rewriting replies constrained to tool-path lines, alignment and reflection replies
+    to exactly one shown candidate's ``[IRI]``; the scripted replies (already in those forms) parse as before."""
+    from tasks.methods.ea.prompting import path_regex
+
+    tl, test = tools
+    its = items(test, 3)
+    backend = ScriptedBackend(script)
+    outs, _ = run_agents(ea_agent(EaAgentSettings(k=5, candidate_k=8, guided=True)), its, backend, tl)
+    assert all(o["error"] is None for o in outs), [o["error"] for o in outs]
+    plan = [r for r in backend.requests if "Statistics:" in r.messages[-1]["content"]]
+    rewrite = [r for r in backend.requests if "optimizing the tool selection" in r.messages[-1]["content"]]
+    align = [r for r in backend.requests if "IRI: " in r.messages[-1]["content"]]
+    assert len(plan) == len(rewrite) == 3 and len(align) == 6  # alignment + reflection per item
+    assert all(r.sampling.regex == path_regex() for r in plan + rewrite)
+    for r in align:
+        shown = _IRI.findall(r.messages[-1]["content"])
+        assert r.sampling.choice == tuple(f"[{iri}]" for iri in shown) and len(shown) == 5
+    for o in outs:
+        assert o["predicted_entities"] == [o["answers"][0]]  # the Reflector's pick, as unguided
+    plain = ScriptedBackend(script)
+    run_agents(ea_agent(EaAgentSettings(k=5, candidate_k=8)), its, plain, tl)
+    assert not any(r.sampling.constrained for r in plain.requests)

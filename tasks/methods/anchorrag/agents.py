@@ -86,6 +86,21 @@ def prompts() -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------------ prompts
+#: Words of one guided keyword (a topic entity's name).
+KEYWORD_WORDS = 8
+
+
+def keywords_regex(max_keywords: int) -> str:
+    """Guided keyword reply: one line of 1 to ``max_keywords`` comma-separated keywords.
+
+    That is ``parse_keywords``' format; each keyword has 1 to ``KEYWORD_WORDS`` words with no comma, newline
+    or leading/trailing space.
+    """
+    word = r"[^,\s]+"
+    kw = rf"{word}( {word}){{0,{KEYWORD_WORDS - 1}}}"
+    return rf"{kw}(, {kw}){{0,{max(0, max_keywords - 1)}}}"
+
+
 class Prompts:
     """Builds each step's request from the prompt texts and the sampling settings."""
 
@@ -99,6 +114,9 @@ class Prompts:
         self.final = SamplingConfig(temperature=s.temperature, max_tokens=s.max_tokens, stop=STOP_ANSWER,
                                     seed=s.seed)
         self.max_triples = int(getattr(s, "max_triples", 60))
+        if getattr(s, "guided", False):
+            self.keywords_sampling = self.keywords_sampling.model_copy(
+                update={"regex": keywords_regex(int(getattr(s, "max_keywords", 6)))})
 
     def _req(self, text: str, sampling: SamplingConfig) -> LLMCall:
         return LLMCall(ChatRequest(messages=[{"role": "user", "content": text}], sampling=sampling))

@@ -33,6 +33,9 @@ class _KgSettings(MethodSettings):
         max_tokens_step: Completion bound of the other steps.
         temperature: Sampling temperature (0: greedy, reproducible).
         seed: Sampling seed.
+        guided: Structured outputs (issue 19): the keyword step is constrained to one line of 1 to
+            ``max_keywords`` comma-separated keywords of at most 8 words each (``agents.keywords_regex``).
+            False = the paper's free-form prompting.
     """
 
     kg: Literal["duckdb", "sparql"] = "duckdb"
@@ -49,6 +52,7 @@ class _KgSettings(MethodSettings):
     max_tokens_step: int = 160
     temperature: float = 0.0
     seed: int = 0
+    guided: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> _KgSettings:

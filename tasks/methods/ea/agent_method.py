@@ -55,10 +55,12 @@ from tasks.methods.ea.prompting import (
     REL,
     SELECTORS,
     candidate_blocks,
+    choice_options,
     entity_block,
     fill,
     parse_choice,
     parse_path,
+    path_regex,
     path_text,
     template,
 )
@@ -82,6 +84,10 @@ class EaAgentSettings(EaEmbedSettings):
     seed: int = 0
     max_tokens_plan: int = 48
     max_tokens_align: int = 96
+    #: Structured outputs (issue 19): path planning / rewriting constrained to ``1. <ToolName>`` lines over the
+    #: tool pool (``prompting.path_regex``), the Entity Alignment Tool and Reflector replies to exactly one of
+    #: the shown candidates as ``[IRI]`` (``prompting.choice_options``). False = the paper's free-form prompts.
+    guided: bool = False
 
 
 def selector_tool(ap: AlignmentPair, k: int) -> Tool:
@@ -147,6 +153,11 @@ def ea_agent(settings: EaAgentSettings):
                               seed=settings.seed)
 
     s_plan, s_align = sampling(settings.max_tokens_plan), sampling(settings.max_tokens_align)
+    if settings.guided:
+        s_plan = s_plan.model_copy(update={"regex": path_regex()})
+
+    def align_sampling(shown: list[dict[str, Any]]) -> SamplingConfig:
+        return s_align.model_copy(update={"choice": choice_options(shown)}) if settings.guided else s_align
 
     def agent(item: dict, ctx: ItemContext):
         gold = (item.get("gold_entities") or [None])[0]
@@ -183,7 +194,7 @@ def ea_agent(settings: EaAgentSettings):
                                                         "selectors": selectors})
             values = {"source_iri": src["iri"], "source_triples": entity_block(selected.get(src["id"], {})),
                       "candidate_blocks": candidate_blocks(shown, selected)}
-            c = yield LLMCall(ChatRequest(messages=_user(fill(t_align, values)), sampling=s_align))
+            c = yield LLMCall(ChatRequest(messages=_user(fill(t_align, values)), sampling=align_sampling(shown)))
             if c.error:
                 raise AgentError(f"LLM error at EntityAlignmentTool: {c.error}")
             dt, tok = _spent(c)
@@ -197,7 +208,7 @@ def ea_agent(settings: EaAgentSettings):
             if reflected:
                 iri = next(x["iri"] for x in shown if x["id"] == initial)
                 c = yield LLMCall(ChatRequest(messages=_user(fill(t_reflect, {**values, "initial_choice": iri})),
-                                              sampling=s_align))
+                                              sampling=align_sampling(shown)))
                 if c.error:
                     raise AgentError(f"LLM error at Reflector: {c.error}")
                 dt, tok = _spent(c)

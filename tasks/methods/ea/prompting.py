@@ -82,6 +82,18 @@ def parse_path(text: str) -> ParsedPath | None:
     return ParsedPath(tuple(ordered), tuple(repairs))
 
 
+def path_regex(max_tools: int = len(TOOLS)) -> str:
+    """Guided planning / rewriting reply: ``1. <ToolName>`` lines (1 to ``max_tools``) over the tool pool."""
+    names = "(" + "|".join(TOOLS) + ")"
+    lines = [rf"1\. {names}"] + [rf"(\n{i}\. {names}" for i in range(2, max_tools + 1)]
+    return "".join(lines) + ")?" * (max_tools - 1)
+
+
+def choice_options(candidates: Sequence[Mapping[str, object]]) -> tuple[str, ...]:
+    """Guided alignment reply: exactly one candidate as ``[IRI]`` (the prompts' output format)."""
+    return tuple(dict.fromkeys(f"[{c['iri']}]" for c in candidates))
+
+
 def path_text(tools: Sequence[str]) -> str:
     """A path in the paper's output format (``1. <ToolName>`` per line)."""
     return "\n".join(f"{i}. {t}" for i, t in enumerate(tools, 1))

@@ -25,6 +25,9 @@ PROMPTS = PromptFolder(__file__)
 SOURCE_NAMES = {"wikidata": "Wikidata", "wikipedia": "Wikipedia"}
 MAX_MENTIONS = 6
 DESC_CHARS = 100
+#: Bound of the guided ``<think>`` in whitespace-separated words, so the answer fits ``max_tokens_answer``
+#: (~1.3 tokens per word; a character bound like ``[^<]{0,600}`` makes xgrammar's compile time explode).
+GUIDED_THINK_WORDS = 60
 
 _SEARCH_BLOCK = re.compile(r"<search>(.*?)(?:</search>|$)", re.S | re.I)
 _SEARCH_CALL = re.compile(r"Search\(((?:[^()\n]|\([^()\n]*\))*)\)", re.I)
@@ -50,6 +53,10 @@ class ElaSettings(MethodSettings):
     #: ``<answer>`` (``prompts/ela_answer_followup.txt``; recorded in the trajectory, counted in the tokens).
     #: 0 turns it off: the paper's behaviour, where such an item ends with an error.
     answer_followup_tokens: int = 32
+    #: Structured outputs (issue 19): the answer step is constrained by a regex to ``<think>`` (at most
+    #: ``GUIDED_THINK_WORDS`` words, no ``<``) then ``<answer>`` with up to ``MAX_MENTIONS`` indexes of the
+    #: candidates shown; the follow-up to ``<answer>...</answer>`` alone. False = the paper's free-form prompting.
+    guided: bool = False
 
 
 def load_prompt(source: str, fewshot: bool = True) -> list[dict[str, str]]:
@@ -100,6 +107,20 @@ def parse_think(text: str) -> str:
     return m.group(1).strip() if m else ""
 
 
+def answer_regex(n_candidates: int, think: bool = True) -> str:
+    """Guided-answer regex over candidate indexes ``0..n_candidates-1`` (xgrammar's regex dialect).
+
+    ``think=True``: ``<think> w1 w2 ... </think> <answer>[i][j]</answer>`` (the answer step);
+    ``think=False``: ``<answer>[i][j]</answer>`` (the follow-up). At most ``MAX_MENTIONS`` indexes; an empty
+    answer stays allowed, as in the free-form prompt.
+    """
+    idx = "|".join(str(i) for i in range(n_candidates)) if n_candidates else None
+    answer = r"<answer>" + (rf"(\[({idx})\]){{0,{MAX_MENTIONS}}}" if idx else "") + r"</answer>"
+    if not think:
+        return r"\s?" + answer
+    return rf"<think>\s?([^<\s]+\s){{0,{GUIDED_THINK_WORDS}}}</think>\s?" + answer
+
+
 def format_candidates(mentions: list[str], results: list[list[dict]]) -> tuple[str, list[dict]]:
     """Render candidate lists with global indexes; returns the text and the flat candidate list."""
     lines: list[str] = []
@@ -145,7 +166,8 @@ def ela_agent(settings: ElaSettings):
         listing, flat = format_candidates(mentions, results)
         msgs2 = msgs + [{"role": "assistant", "content": _close(first.text, "</search>")},
                         {"role": "user", "content": listing}]
-        second = yield LLMCall(ChatRequest(messages=msgs2, sampling=s_answer))
+        sa = s_answer.model_copy(update={"regex": answer_regex(len(flat))}) if settings.guided else s_answer
+        second = yield LLMCall(ChatRequest(messages=msgs2, sampling=sa))
         if second.error:
             raise AgentError(f"LLM error at answer step: {second.error}")
         idx = _answer_indexes(second.text)
@@ -154,7 +176,9 @@ def ela_agent(settings: ElaSettings):
             # the reasoning ran out of tokens before the answer: ask once, with a small bound, for the answer only
             msgs3 = msgs2 + [{"role": "assistant", "content": second.text},
                              {"role": "user", "content": PROMPTS.text("ela_answer_followup.txt").strip()}]
-            third = yield LLMCall(ChatRequest(messages=msgs3, sampling=s_followup))
+            sf = (s_followup.model_copy(update={"regex": answer_regex(len(flat), think=False)})
+                  if settings.guided else s_followup)
+            third = yield LLMCall(ChatRequest(messages=msgs3, sampling=sf))
             if third.error:
                 raise AgentError(f"LLM error at answer follow-up: {third.error}")
             idx = _answer_indexes(third.text)

@@ -37,6 +37,7 @@ with ``gold_answer_qids`` / ``gold_answers`` by the ``qald`` metrics).
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Generator
 from typing import Any
 
@@ -53,6 +54,7 @@ from tasks.methods.kg_context import (
 from tasks.methods.kgqa.answers import format_answers, is_literal_answer
 from tasks.methods.kgqa.kb_gold import STATUS_CODES
 from tasks.methods.kgqa.parsing import (
+    ANSWER_STATUSES,
     parse_answer_status,
     parse_entity_label,
     parse_item_choice,
@@ -70,6 +72,15 @@ STOP = ("}",)  # every step answers one flat JSON object; the parser re-closes i
 MARGIN_TOKENS = 96
 MAX_ANSWERS = 20
 MAX_TYPES_SHOWN = 3
+
+
+def step_schema(fields: list[tuple[str, dict[str, Any]]]) -> str:
+    """JSON Schema (serialized) of one step's flat JSON object: the fields in order, all required, no others."""
+    return json.dumps({"type": "object", "properties": dict(fields), "required": [k for k, _ in fields],
+                       "additionalProperties": False})
+
+
+_TEXT: dict[str, Any] = {"type": "string"}
 
 
 @functools.cache
@@ -102,6 +113,15 @@ class Prompter:
         self.qa_sampling = SamplingConfig(temperature=temperature, max_tokens=max_tokens, stop=STOP, seed=seed)
         self.step_sampling = SamplingConfig(temperature=temperature, max_tokens=step_tokens, stop=STOP, seed=seed)
         self.p = prompts()
+        self.guided = bool(_opt(settings, "guided", False))
+
+    def _req(self, msgs: list[dict[str, str]], sampling: SamplingConfig,
+             fields: list[tuple[str, dict[str, Any]]]) -> ChatRequest:
+        """The request; with ``guided`` its JSON object constrained to ``fields`` (``reason`` only with cot)."""
+        if self.guided:
+            kept = [(k, v) for k, v in fields if self.cot or k not in ("reason", "information_requested")]
+            sampling = sampling.model_copy(update={"json_schema": step_schema(kept)})
+        return ChatRequest(messages=msgs, sampling=sampling)
 
     def _v(self, key: str) -> str:
         return self.p[f"{key}_{'cot' if self.cot else 'direct'}"]
@@ -124,13 +144,13 @@ class Prompter:
             msgs += [_user(f"History: [{self.p['identify_entities_example_question']}]"),
                      {"role": "assistant", "content": f"History: [{self._v('identify_entities_example_answer')}]"}]
         msgs += [_user(f"Previous user's question: {question}"), _user(self._v("identify_entities"))]
-        return ChatRequest(messages=msgs, sampling=self.step_sampling)
+        return self._req(msgs, self.step_sampling, [("reason", _TEXT), ("main_entity_label", _TEXT)])
 
     def disambiguate(self, question: str, mention: str, candidates: list[dict]) -> ChatRequest:
         """Main-entity disambiguation (prompt ``disambiguate_entities``)."""
         msgs = [_user(items_text(candidates)), _user(f"Main entity: {mention}, Question: {question}"),
                 _user(self.p["disambiguate_entities"])]
-        return ChatRequest(messages=msgs, sampling=self.step_sampling)
+        return self._req(msgs, self.step_sampling, [("reason", _TEXT), ("main_entity_item_id", _qids(candidates))])
 
     def qa_base(self, question: str, with_info: bool) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
         """The answer step around the info messages: (messages before them, messages after them)."""
@@ -145,10 +165,16 @@ class Prompter:
     def qa(self, question: str, info: list[str]) -> ChatRequest:
         """Answer step (prompts ``qa_*``) with the info messages (KG facts; none for closed-book)."""
         head, tail = self.qa_base(question, bool(info))
-        return ChatRequest(messages=head + [_user(t) for t in info] + tail, sampling=self.qa_sampling)
+        return self._req(head + [_user(t) for t in info] + tail, self.qa_sampling,
+                         [("reason", _TEXT), ("answers", {"type": "array", "items": _TEXT}),
+                          ("answers_datatype", _TEXT)])
 
-    def choose_property(self, question: str, info: list[str], step: int, entity_names: list[str]) -> ChatRequest:
-        """Observation step (prompts ``choose_entity_property_*``)."""
+    def choose_property(self, question: str, info: list[str], step: int, entity_names: list[str],
+                        allowed: dict[str, Any] | None = None) -> ChatRequest:
+        """Observation step (prompts ``choose_entity_property_*``).
+
+        ``allowed``: the listed property ids (with ``guided``, the ``property_id`` enum).
+        """
         if step == 1:
             task = self.p["choose_entity_property_first_step" + ("" if self.cot else "_direct")]
         else:
@@ -156,13 +182,16 @@ class Prompter:
             task = task.replace("{entities_name}", ", ".join(entity_names))
         prompt = f"{self.p['choose_entity_property_intro']} {task} {self._v('choose_entity_property_content')}"
         msgs = [self.system(yes_no=False), _user(f"Question: {question}"), *(_user(t) for t in info), _user(prompt)]
-        return ChatRequest(messages=msgs, sampling=self.step_sampling)
+        pid = {"enum": list(allowed)} if allowed else _TEXT
+        return self._req(msgs, self.step_sampling, [("information_requested", _TEXT), ("property_id", pid),
+                                                    ("property_name", _TEXT), ("reason", _TEXT)])
 
     def status(self, question: str, info: list[str], tentative: str) -> ChatRequest:
         """Thought step (prompt ``has_enough_information``)."""
         msgs = [self.system(yes_no=False), *(_user(t) for t in info), _user(f"Question: {question}"),
                 _user(f"Tentative answer: {tentative}"), _user(self._v("has_enough_information"))]
-        return ChatRequest(messages=msgs, sampling=self.step_sampling)
+        return self._req(msgs, self.step_sampling, [("answer_status", {"enum": list(ANSWER_STATUSES)}),
+                                                    ("reason", _TEXT)])
 
     def link_answer(self, question: str, answer: str, candidates: list[dict], reason: str,
                     steps: list[str] | None) -> ChatRequest:
@@ -173,7 +202,12 @@ class Prompter:
         if steps:
             msgs.append(_user("Step by step process: " + " ".join(steps)))
         msgs += [_user(f"Question: {question}, Reasoning: {reason}, Answer entity: '{answer}'"), _user(prompt)]
-        return ChatRequest(messages=msgs, sampling=self.step_sampling)
+        return self._req(msgs, self.step_sampling, [("reason", _TEXT), ("answer_entity_item_id", _qids(candidates))])
+
+
+def _qids(candidates: list[dict]) -> dict[str, Any]:
+    """The enum of a disambiguation's QID field (the candidates shown)."""
+    return {"enum": list(dict.fromkeys(c["qid"] for c in candidates))}
 
 
 def items_text(candidates: list[dict]) -> str:
@@ -405,7 +439,7 @@ def traverse(p: Prompter, settings: ReactKgSettings, question: str, qid: str, la
         if not listed:
             ctx.log({"step": f"hop{depth}", "note": "no properties to traverse"})
             break
-        text = _checked((yield LLMCall(p.choose_property(question, [*info, listing], depth, entity_names))),
+        text = _checked((yield LLMCall(p.choose_property(question, [*info, listing], depth, entity_names, listed))),
                         f"choose-property (hop {depth})")
         pid, requested, _reason = parse_property_choice(text, listed)
         if pid is None:

@@ -42,6 +42,10 @@ class KgqaSettings(MethodSettings):
             (``kgqa.kb_gold``: ``kb_gold_status``, ``kb_gold_n``, ``kb_gold_f1`` and ``kb_gold_answer_f1``,
             the answer's F1 against the local-KB answers, in ``predictions.scores``).
         kb_gold_timeout_s: Time bound of one gold query on the local KB.
+        guided: Structured outputs (issue 19): every step's JSON object is constrained by a JSON Schema with the
+            prompt's fields in the prompt's order (``tasks.methods.kgqa.agents.step_schema``); the chosen
+            property id, the disambiguated QID and the answer status are enums over what was shown. False =
+            the paper's free-form prompting.
     """
 
     kg: Literal["duckdb", "sparql"] = "duckdb"
@@ -63,6 +67,7 @@ class KgqaSettings(MethodSettings):
     seed: int = 0
     kb_gold: bool = False
     kb_gold_timeout_s: float = 20.0
+    guided: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> KgqaSettings:

@@ -102,6 +102,10 @@ def budget_docs(docs: list[dict[str, Any]], max_words: int) -> tuple[list[dict[s
     return out, cut
 
 
+#: The guided answer of yes/no datasets (single tokens of the embedded model's tokenizer: fits ``max_tokens=1``).
+YESNO_CHOICES = ("yes", "no")
+
+
 class QASettings(MethodSettings):
     """``--set`` options shared by the QA methods."""
 
@@ -111,6 +115,9 @@ class QASettings(MethodSettings):
     cot: bool | None = None  # KGQA closed-book only: reasoning before the answer (default on, as the QALD paper)
     system: str = ""  # optional system message (the paper has none; e.g. "Answer with a few words.")
     max_doc_words: int = 2400  # bound on document words in one prompt (the engine's context is finite)
+    #: Structured outputs (issue 19): on yes/no datasets (StrategyQA) the answer is the choice ``yes``/``no``;
+    #: on KGQA datasets closed-book's JSON steps get the KGQA JSON schemas. False = the papers' free-form prompts.
+    guided: bool = False
 
 
 class RagSettings(QASettings):
@@ -130,7 +137,8 @@ class ERSettings(QASettings):
 
 def _sampling(settings: QASettings, task: str) -> SamplingConfig:
     limit = settings.max_tokens or (YESNO_MAX_TOKENS if task == "yesno" else QA_MAX_TOKENS)
-    return SamplingConfig(temperature=settings.temperature, max_tokens=limit, seed=settings.seed)
+    choice = YESNO_CHOICES if settings.guided and task == "yesno" else None
+    return SamplingConfig(temperature=settings.temperature, max_tokens=limit, seed=settings.seed, choice=choice)
 
 
 def _answer_step(item: dict, ctx: ItemContext, prompt: str, sampling: SamplingConfig, system: str = ""):
