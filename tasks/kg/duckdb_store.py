@@ -62,7 +62,7 @@ from tasks.kg.base import (
 )
 
 SQL_KG = layout.REPO_ROOT / "sql" / "kg"
-INDEX_NAME = "kg-duckdb.v1"
+INDEX_NAME = layout.INDEX_KINDS["kg-duckdb"]
 TABLES = ("kg_by_subject", "kg_by_object", "kg_labels", "kg_names")
 LAYOUTS = ("parquet", "duckdb")
 DEFAULT_LAYOUT = "duckdb"

@@ -25,7 +25,7 @@ from storage import layout
 from storage.done import DONE, is_done, mark_done, read_done, sweep_temps
 from tasks.kg.export_nt import export_ntriples
 
-INDEX_NAME = "kg-oxigraph.v1"
+INDEX_NAME = layout.INDEX_KINDS["kg-oxigraph"]
 #: Marker names of stores built before the ``storage.done`` convention (accepted on read, never written).
 LEGACY_MARKERS = ("_done",)
 _OPEN: dict[str, Any] = {}

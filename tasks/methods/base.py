@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from storage import layout
 from tasks.methods.prompt_files import PromptFolder, file_hashes
 from tasks.methods.runtime import AgentFn, Tool
 
@@ -165,3 +166,10 @@ class Method:
         The run machinery writes them under the run folder (``*.jsonl``: a list of records, ``*.json``: a value).
         """
         return None
+
+
+def source_index_paths(source: str, ctx: MethodContext) -> list[Path]:
+    """The BM25 index an entity-search source reads: labels + aliases (``wikidata``) or titles (``wikipedia``)."""
+    if not ctx.kb_version:
+        return []
+    return [layout.index_kind_dir(ctx.kb_version, "entity-bm25" if source == "wikidata" else "title-bm25", ctx.root)]

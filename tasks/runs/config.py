@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storage import layout
 from storage.catalog import complete_kb_versions, latest_kb_version
+from storage.layout import INDEX_FORMAT
 from storage.manifest import config_hash, read_manifest
-from tasks.search.kb_indexes import INDEX_FORMAT
 
 RUN_FORMAT = 1
 
@@ -41,13 +41,17 @@ class RunConfig(BaseModel):
     max_retries: int | None = Field(default=None, ge=0)
     api_key_block: str | None = None
     dtype: str | None = None  # engine dtype; None = auto (tasks.llm.env.resolve_dtype)
+    #: How a shard's items share the engine: ``continuous`` (an item's next call is submitted as soon as its
+    #: previous one returns; tasks.methods.runtime.run_agents_continuous) or ``lockstep`` (one batch per step).
+    scheduler: str = Field(default="continuous", pattern="^(continuous|lockstep)$")
 
 
 # Fields that say how to reach the engine, not what is computed: not part of the run id, and taken from the
 # current invocation when a stored plan is resumed (the endpoint may have moved, a timeout may need raising).
+# The scheduler changes when requests reach the engine, not what they ask (greedy predictions are equal).
 # The dtype is hardware-dependent like the engine itself: the one each shard ran with is in its shard record
 # (``engine_dtype`` in the manifest) and in the response-cache keys.
-OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries", "api_key_block", "dtype")
+OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries", "api_key_block", "dtype", "scheduler")
 
 
 class RunPlan(BaseModel):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from storage import layout
 from tasks.methods.anchorrag.settings import _KgSettings
 from tasks.methods.base import MethodContext
 from tasks.methods.runtime import Tool
@@ -95,11 +96,5 @@ def relation_similarity_tool() -> Tool:
 def _index_paths(s: _KgSettings, ctx: MethodContext, dense: bool) -> list[Path]:
     if not ctx.kb_version:
         return []
-    from storage import layout
-    from tasks.kg.duckdb_store import index_folder
-    from tasks.search.kb_indexes import INDEX_FORMAT, dense_entity_index_dir
-
-    paths = [index_folder(ctx.kb_version, ctx.root)] if s.kg == "duckdb" else []
-    paths.append(dense_entity_index_dir(ctx.kb_version, ctx.root) if dense
-                 else layout.index_dir(ctx.kb_version, f"entity-bm25.v{INDEX_FORMAT}", ctx.root))
-    return paths
+    kinds = (["kg-duckdb"] if s.kg == "duckdb" else []) + ["entity-dense" if dense else "entity-bm25"]
+    return [layout.index_kind_dir(ctx.kb_version, k, ctx.root) for k in kinds]

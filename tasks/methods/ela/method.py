@@ -14,10 +14,11 @@ Inputs: question rows. Outputs: ``predicted_entities`` (QIDs), the trajectory, a
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Literal
 
 from tasks.llm.types import ChatRequest, SamplingConfig
-from tasks.methods.base import Method, MethodContext, MethodSettings
+from tasks.methods.base import Method, MethodContext, MethodSettings, source_index_paths
 from tasks.methods.prompt_files import PromptFolder
 from tasks.methods.runtime import AgentError, ItemContext, LLMCall, ToolCall
 
@@ -238,6 +239,10 @@ class ElaMethod(Method):
         from tasks.search.kb_indexes import search_tool
 
         return {"entity_search": search_tool(ctx.kb_version, ctx.root, self.settings.source)}
+
+    def index_paths(self, ctx: MethodContext) -> list[Path]:
+        """The entity-search index of the ``source`` setting (built before the shards by the run flow)."""
+        return source_index_paths(self.settings.source, ctx)
 
     def agent(self, ctx: MethodContext):
         """The ELA step machine."""

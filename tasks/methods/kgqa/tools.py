@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from storage import layout
 from tasks.methods.base import MethodContext
 from tasks.methods.kgqa.settings import KgqaSettings, _opt
 from tasks.methods.runtime import Tool
@@ -59,14 +60,7 @@ def kgqa_index_paths(settings: KgqaSettings, ctx: MethodContext) -> list[Path]:
     """What the KGQA methods keep on disk for a run: the DuckDB KG index, the BM25 entity index, the gold store."""
     if not ctx.kb_version:
         return []
-    from storage import layout
-    from tasks.kg.duckdb_store import index_folder
-    from tasks.methods.kgqa.kb_gold import INDEX_NAME
-    from tasks.search.kb_indexes import INDEX_FORMAT
-
-    paths = [index_folder(ctx.kb_version, ctx.root)] if settings.kg == "duckdb" else []
-    if settings.link_search_k > 0:
-        paths.append(layout.index_dir(ctx.kb_version, f"entity-bm25.v{INDEX_FORMAT}", ctx.root))
-    if settings.kb_gold:
-        paths.append(layout.index_dir(ctx.kb_version, INDEX_NAME, ctx.root))
-    return paths
+    wanted = {"kg-duckdb": settings.kg == "duckdb", "entity-bm25": settings.link_search_k > 0,
+              "kg-oxigraph": settings.kb_gold}
+    kinds = [kind for kind, used in wanted.items() if used]
+    return [layout.index_kind_dir(ctx.kb_version, k, ctx.root) for k in kinds]

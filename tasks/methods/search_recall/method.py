@@ -9,13 +9,14 @@ stored predictions. ``scores['gold_in_kb']`` records whether every gold QID is f
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow.compute as pc
 
 from storage import layout
 from storage.parquet_io import read_table
-from tasks.methods.base import Method, MethodContext, MethodSettings
+from tasks.methods.base import Method, MethodContext, MethodSettings, source_index_paths
 from tasks.methods.runtime import ItemContext, ToolCall
 
 
@@ -66,6 +67,10 @@ class SearchRecallMethod(Method):
                        pc.greater(pc.list_value_length(ents["aliases"]), 0))
         ctx.extra["kb_qids"] = set(ents.filter(named)["qid"].to_pylist())
         return {"entity_search": search_tool(ctx.kb_version, ctx.root, self.settings.source)}
+
+    def index_paths(self, ctx: MethodContext) -> list[Path]:
+        """The entity-search index of the ``source`` setting (built before the shards by the run flow)."""
+        return source_index_paths(self.settings.source, ctx)
 
     def agent(self, ctx: MethodContext):
         """The step machine bound to the KB's QID set (filled by ``build_tools``)."""
