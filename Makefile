@@ -42,7 +42,11 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# the `bench` extra's pins (peers measured in the same run), installed from the lock like everything else
+BENCH_PINS := wikiextractor
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps \
+	  $$(grep -E '^($(BENCH_PINS))==' requirements/lock.txt) 2>&1 | grep -v "is ignored" || true
 	$(BIN)/linkedqa kb build --sample
 	$(BIN)/python -m tests.bench.run_all
 

@@ -8,11 +8,13 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from storage.parquet_io import conform
 from tasks.dumps import wikipedia_xml
 from tasks.dumps.base import DumpError, Shard
+from tasks.dumps.bounded_writer import BoundedPartWriter, write_parts
 from tasks.dumps.triples import load_title_map
 from tasks.dumps.wikipedia_xml import read_wikipedia_xml, wikitext_to_plain
 
@@ -79,7 +81,8 @@ def test_plain_text_is_clean(parsed) -> None:
     for t in parsed.values():
         for a in t["articles"]:
             text = a["text"]
-            for junk in ("{{", "}}", "<ref", "[[Category:", "[[File:", "[[Image:", "{|", "|}", "]]", "[["):
+            for junk in ("{{", "}}", "<ref", "[[Category:", "[[File:", "[[Image:", "{|", "|}", "]]", "[[", "|-",
+                         "&nbsp;", "&ndash;", "__TOC__", "__NOTOC__", "http://", "https://"):
                 assert junk not in text, (a["title"], junk)
             assert not re.search(r"</?(ref|div|span|table|small)\b", text), a["title"]
             assert a["n_words"] == len(text.split()) > 50
@@ -178,3 +181,112 @@ def test_wikitext_to_plain_rules() -> None:
     )
     assert lead == "Ada Lovelace (born 1815) was an English mathematician."
     assert text == lead + "\n\nLife\n\nShe worked with Charles Babbage."
+
+
+def test_wikitext_to_plain_links_lists_entities_and_urls() -> None:
+    text, _ = wikitext_to_plain(
+        "'''X''' is a [[river|stream]]s of [[:Category:Rivers|rivers]] near [[de:Fluss]] and [[wikt:water]].\n"
+        "[[File:X.jpg|thumb|A view of [[Bonn|the city]] from [http://example.org the hill]]]\n"
+        "See [http://example.org/a official site], [http://example.org/b] and http://example.org/c too.\n"
+        "It is 35&nbsp;km long &ndash; or so.__NOTOC__<br/>Next line<ref name=a/> (, {{lang|de|Fluss}}) end.\n"
+        "; Term : its definition\n"
+        "* [[Item one]], first\n"
+        "=== Sub &amp; section ===\n"
+        "Body {{unclosed {{inner}} text\n"
+        "== See also ==\n"
+        "* [[Dropped]]\n"
+    )
+    assert text.split("\n") == [
+        "X is a streams of rivers near and wikt:water.",
+        "",  # the File: line (its caption's links included) is gone: a blank line, as before
+        "See official site, and too.",
+        "It is 35 km long – or so.",
+        "Next line end.",
+        "Term : its definition",
+        "Item one, first",
+        "",
+        "Sub & section",
+        "",
+        "Body {{unclosed text",
+    ]
+
+
+def test_templates_are_dropped_innermost_first_and_unbalanced_braces_kept() -> None:
+    drop = wikipedia_xml._drop_templates
+    assert drop("a{{x|{{y|{{z}}}}|w}}b{{q}}c") == "abc"
+    assert drop("a{{x|b}c}}d") == "ad"  # a single brace inside: the balanced scanner
+    assert drop("a}}b{{c}}d") == "a}}bd"
+    assert drop("keep {{open") == "keep {{open"
+
+
+def _disambiguation_pages(data_root: Path) -> dict[str, list[str]]:
+    """Title -> visible text of the first link of every ``*`` line above "See also" (real disambiguation pages)."""
+    import html
+
+    out = {}
+    for name in (GENSIM, SAMPLE, TABLES):
+        xml = bz2.open(data_root / XML_DIR / name).read().decode()
+        for page in re.findall(r"<page>.*?</page>", xml, re.S):
+            m = re.search(r"<text[^>]*>(.*?)</text>", page, re.S)
+            if m is None or "<redirect" in page:
+                continue
+            wikitext = html.unescape(m.group(1))
+            if not re.search(r"\{\{\s*(?:disambiguation|disambig|geodis|hndis)\b", wikitext, re.I):
+                continue
+            items = []
+            for line in wikitext.split("\n"):
+                if re.match(r"=+\s*see also\s*=+", line, re.I):
+                    break
+                if line.startswith("*") and (lk := re.search(r"\[\[([^\]|]+)(?:\|([^\]]+))?\]\]", line)):
+                    items.append(" ".join((lk.group(2) or lk.group(1)).replace("''", "").split()))
+            out[html.unescape(re.search(r"<title>(.*?)</title>", page).group(1))] = items
+    return out
+
+
+def test_disambiguation_list_items_are_kept(data_root: Path, parsed) -> None:
+    pages = _disambiguation_pages(data_root)
+    assert len(pages) >= 8 and sum(map(len, pages.values())) > 300  # Alien, Ada, Aberdeen, Animal, ...
+    texts = {a["title"]: " ".join(a["text"].split()) for t in parsed.values() for a in t["articles"]}
+    missing = [(title, item) for title, items in pages.items() for item in items if item not in texts[title]]
+    assert missing == []
+    assert "Alien (law), a person in a country who is not a national of that country" in texts["Alien"]
+
+
+def test_byte_bounded_writer_flushes_by_bytes(data_root: Path, tmp_path: Path) -> None:
+    path = data_root / XML_DIR / GENSIM
+    budget = 256 << 10
+    rows = write_parts(read_wikipedia_xml(path), tmp_path, batch_bytes=budget)
+    whole = _by_table(read_wikipedia_xml(path))
+    assert rows == {t: len(v) for t, v in whole.items()}
+    for table in ("articles", "passages"):
+        f = pq.ParquetFile(tmp_path / f"{table}.parquet")
+        chars = sum(len(v) for r in whole[table] for v in r.values() if isinstance(v, str))
+        assert f.metadata.num_row_groups >= chars // budget  # one row group per ~budget of text
+        biggest = max(sum(len(v) for v in r.values() if isinstance(v, str)) for r in whole[table])
+        for g in range(f.metadata.num_row_groups):
+            got = f.read_row_group(g).to_pylist()
+            assert sum(len(v) for r in got for v in r.values() if isinstance(v, str)) < budget + biggest
+        assert f.read().to_pylist() == conform(whole[table], table).to_pylist()
+
+
+def test_byte_bounded_writer_keeps_the_row_bound(tmp_path: Path) -> None:
+    w = BoundedPartWriter("redirects", tmp_path / "r.parquet", batch_rows=10, batch_bytes=1 << 30)
+    for i in range(35):
+        w.add({"title": f"T{i}", "target": "X"})
+    assert w.close() == 35 and w.flushes == 4
+    assert pq.ParquetFile(tmp_path / "r.parquet").metadata.num_row_groups == 4
+
+
+@pytest.mark.parametrize("junk", ["<ref>a ", "<ref name=", "[http://example.org a ", "[[a|b ", "{{", "<span "])
+def test_unclosed_markup_costs_linear_time(junk: str) -> None:
+    import time
+
+    t0 = time.process_time()
+    text, _ = wikitext_to_plain("Start. " + junk * 20_000 + "\n\nEnd of the page here.")
+    assert text.endswith("End of the page here.")
+    assert time.process_time() - t0 < 5  # ~0.05 s; the quadratic regexes took minutes
+
+
+def test_malformed_closing_tag_closes_nothing() -> None:
+    text, _ = wikitext_to_plain('A b c d e.<ref>{{x| one</ref name"n"> two}}</ref> F g h i j.')
+    assert text == "A b c d e. F g h i j."
