@@ -11,7 +11,12 @@ import os
 import sys
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
 from storage import layout
+from storage.catalog import complete_dataset_versions
+from storage.parquet_io import read_table
 from tasks.runs.execute import EFFICIENCY_METRICS
 
 
@@ -25,7 +30,6 @@ def _bin(name: str) -> str:
 
 
 def _split_size(dataset: str, split: str, root: Path | None = None) -> int | None:
-    from storage.catalog import complete_dataset_versions
 
     sizes = [m.get("splits", {}).get(split) for d, _, m in complete_dataset_versions(root) if d == dataset]
     return sizes[-1] if sizes and sizes[-1] else None
@@ -38,8 +42,6 @@ def run_summary(run_id: str, root: Path | None = None) -> dict:
         ``{"run_id", "method", "dataset", "split", "n", "metrics": {name: (value, n)}, "wall_s", "llm_s",
         "n_errors", "engine_dtype", "split_size"}`` read from the run's manifest and metrics part.
     """
-    from storage.parquet_io import read_table
-
     rdir = layout.run_dir(run_id, root)
     man = json.loads((rdir / "manifest.json").read_text())
     rows = read_table(rdir / "metrics", "metrics").to_pylist()
@@ -60,9 +62,6 @@ def run_summary(run_id: str, root: Path | None = None) -> dict:
 
 def print_demo_summary(run_ids: list[str], wall_s: float, root: Path | None = None) -> None:
     """Print the demo's closing screen for the given runs (the last one is the main, LLM, run)."""
-    from rich.console import Console
-    from rich.table import Table
-
     console = Console(highlight=False, soft_wrap=True)
     sums = [run_summary(r, root) for r in run_ids]
     table = Table(title="demo results (read back from the stored metrics)", title_justify="left")

@@ -20,6 +20,10 @@ import os
 import re
 from pathlib import Path
 
+from jinja2 import DictLoader
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+from nbformat.v4 import new_markdown_cell, new_output
+
 from storage import layout
 
 NOTEBOOKS = layout.REPO_ROOT / "notebooks"
@@ -53,8 +57,7 @@ def _png_state(dirs: list[Path]) -> dict[Path, tuple[int, int]]:
 
 def _executor(timeout_s: int, watch: list[Path]):
     """An ``ExecutePreprocessor`` that attaches the PNGs each cell writes into ``watch`` to that cell."""
-    from nbconvert.preprocessors import ExecutePreprocessor
-    from nbformat.v4 import new_output
+    from nbconvert.preprocessors import ExecutePreprocessor  # heavy: nbconvert
 
     class _Executor(ExecutePreprocessor):
         def preprocess_cell(self, cell, resources, index):
@@ -76,9 +79,8 @@ def to_html(nb, title: str, path: Path | None = None) -> str:
 
     ``path`` is the folder that relative image links in markdown cells are read from (they are embedded too).
     """
-    import nbconvert
-    from jinja2 import DictLoader
-    from nbconvert import HTMLExporter
+    import nbconvert  # heavy: nbconvert
+    from nbconvert import HTMLExporter  # heavy: nbconvert
 
     exporter = HTMLExporter(template_name="lab", template_file="linkedqa_offline.html.j2", embed_images=True,
                             extra_loaders=[DictLoader({"linkedqa_offline.html.j2": _OFFLINE_TEMPLATE})])
@@ -101,9 +103,7 @@ def execute_notebooks(names: tuple[str, ...] | None = None, out_dir: Path | None
     Returns:
         ``{name: html path}``, or the exception for notebooks that failed (their HTML is written anyway).
     """
-    import jupytext
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
-    from nbformat.v4 import new_markdown_cell
+    import jupytext  # heavy: jupytext
 
     names = tuple(names or REPORT_NOTEBOOKS)
     notebooks_dir = notebooks_dir or NOTEBOOKS

@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -46,7 +47,7 @@ def bind_ephemeral_server() -> str | None:
         return None
     if threading.current_thread() is not threading.main_thread():
         return None
-    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.server.api.server import SubprocessASGIServer  # heavy: prefect
 
     server = SubprocessASGIServer()  # the process-wide singleton Prefect's clients use
     if server.running:
@@ -64,8 +65,6 @@ def uvicorn_dies_with_this_process() -> Iterator[None]:
     SIGKILL must not leave its server behind either). Call it from the main thread: the signal is tied to the
     thread that forked the child. Only ``subprocess.Popen`` calls whose command contains ``uvicorn`` change.
     """
-    import subprocess
-
     if not sys.platform.startswith("linux"):
         yield
         return

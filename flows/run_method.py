@@ -78,7 +78,7 @@ def run_method_on(cfg: RunConfig, runner: str = "thread", workers: int = 2, addr
         raise ValueError(f"unknown runner {runner!r}; use one of {', '.join(RUNNERS)}")
     if workers < 1:
         raise ValueError("workers must be >= 1")
-    from prefect_dask import DaskTaskRunner
+    from prefect_dask import DaskTaskRunner  # heavy: prefect_dask
 
     kwargs = ({"address": address} if address else
               {"cluster_kwargs": {"n_workers": workers, "threads_per_worker": 1, "processes": True,

@@ -13,6 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from flows.cli import setup_env
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PREFECT_YAML = REPO_ROOT / "prefect.yaml"
 
@@ -26,8 +30,6 @@ def load_deployment_specs(path: Path = PREFECT_YAML) -> list[dict[str, Any]]:
     Returns:
         One dict per deployment (``name``, ``entrypoint``, ``parameters``, ``schedules``, ...).
     """
-    import yaml
-
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     return list(data.get("deployments") or [])
 
@@ -46,7 +48,7 @@ def schedules_of(spec: dict[str, Any]) -> list:
     Raises:
         ValueError: A schedule that is not a cron schedule (this project uses cron only).
     """
-    from prefect.schedules import Cron
+    from prefect.schedules import Cron  # heavy: prefect
 
     out = []
     for s in spec.get("schedules") or []:
@@ -70,7 +72,7 @@ def build_deployments(specs: list[dict[str, Any]], only: list[str] | None = None
     Raises:
         ValueError: An unknown name in ``only``.
     """
-    from prefect.flows import load_flow_from_entrypoint
+    from prefect.flows import load_flow_from_entrypoint  # heavy: prefect
 
     names = [s["name"] for s in specs]
     unknown = sorted(set(only or []) - set(names))
@@ -104,10 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None, help="most flow runs at once (default: no limit)")
     a = p.parse_args(argv)
 
-    from flows.cli import setup_env
 
     setup_env(verbose=True)  # before prefect is imported: PREFECT_HOME etc. inside LINKEDQA_HOME unless exported
-    import prefect
+    import prefect  # heavy: prefect
 
     deployments = build_deployments(load_deployment_specs(a.file), a.only, base=a.file.resolve().parent)
     for d in deployments:

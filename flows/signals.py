@@ -31,6 +31,8 @@ import sys
 import threading
 import time
 
+import psutil
+
 #: Set once a stop signal arrived (long loops may check it to stop early; nothing has to).
 STOP = threading.Event()
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -39,7 +41,6 @@ _lock = threading.Lock()
 
 
 def _children() -> list:
-    import psutil
 
     try:
         return psutil.Process().children(recursive=True)
@@ -49,8 +50,6 @@ def _children() -> list:
 
 def stop_children(wait_s: float = 3.0) -> int:
     """SIGTERM every descendant process, SIGKILL those still alive after ``wait_s``; returns how many."""
-    import psutil
-
     procs = _children()
     for p in procs:
         with contextlib.suppress(psutil.Error):

@@ -7,6 +7,8 @@ users; add columns, never rename them. Identifiers are strings (``"Q42"``, ``"P3
 
 from __future__ import annotations
 
+import hashlib
+
 import pyarrow as pa
 
 
@@ -224,7 +226,5 @@ def schema_for(table: str) -> pa.Schema:
 
 def fingerprint(schema: pa.Schema) -> str:
     """Short stable hash of a schema's names and types (for ArtifactRefs and manifests)."""
-    import hashlib
-
     text = ";".join(f"{f.name}:{f.type}" for f in schema)
     return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -45,6 +45,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any, TypeVar
 
+from rich.console import Console
+from rich.progress import BarColumn, ProgressColumn, SpinnerColumn, TextColumn
+from rich.progress import Progress as RichProgress
+from rich.text import Text
+
 ENV_MODE = "LINKEDQA_PROGRESS"
 ENV_INTERVAL = "LINKEDQA_PROGRESS_INTERVAL"
 #: Seconds between time-based plain lines (when no 10 % step was crossed in between).
@@ -397,10 +402,6 @@ class _Display:
     """A ``rich`` live display shared by the open tty reporters of one stream (started/stopped on demand)."""
 
     def __init__(self, stream: IO[str]):
-        from rich.console import Console
-        from rich.progress import BarColumn, ProgressColumn, SpinnerColumn, TextColumn
-        from rich.progress import Progress as RichProgress
-        from rich.text import Text
 
         class _Stats(ProgressColumn):
             def render(self, task):  # noqa: ANN001, ANN202 - rich's column protocol

@@ -11,6 +11,7 @@ from prefect.artifacts import create_markdown_artifact
 from storage import layout
 from storage.artifacts import ArtifactRef
 from storage.catalog import refresh_catalog
+from tasks.llm.types import EngineConfig
 from tasks.runs.config import RunConfig, RunPlan
 from tasks.runs.execute import execute_shard, finalize_run, plan_run
 
@@ -30,9 +31,8 @@ def load_api_key(cfg: RunConfig) -> None:
     """
     if cfg.backend != "openai" or not cfg.api_key_block:
         return
-    from prefect.blocks.system import Secret
+    from prefect.blocks.system import Secret  # heavy: prefect
 
-    from tasks.llm.types import EngineConfig
 
     var = EngineConfig().api_key_env
     if not os.environ.get(var):

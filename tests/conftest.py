@@ -119,7 +119,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if leaked:  # a server whose parent just exited gets its parent-death signal: give it time to go
         import psutil
 
-        _gone, leaked = psutil.wait_procs(leaked, timeout=10)
+        _gone, leaked = psutil.wait_procs(leaked, timeout=30)  # graceful uvicorn shutdown: slow under load
     if not leaked:
         return
     lines = [f"  pid {p.pid}: {' '.join(p.info['cmdline'] or [])[:160]}" for p in leaked]

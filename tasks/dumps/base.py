@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tasks.progress import active_byte_counter
+
 Row = dict[str, Any]
 TableRow = tuple[str, Row]
 
@@ -150,8 +152,6 @@ def open_text_stream(path: Path) -> io.BufferedIOBase:
     While :func:`tasks.progress.count_reads` is active in the calling thread, the bytes read from disk
     (compressed bytes for compressed files) are added to its counter (once per 64 KiB buffer fill).
     """
-    from tasks.progress import active_byte_counter
-
     counter = active_byte_counter()
     if counter is not None:
         return _open_counted(Path(path), counter)

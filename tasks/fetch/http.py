@@ -40,6 +40,7 @@ from typing import Any
 
 import requests
 import urllib3
+from tqdm import tqdm
 
 from storage.done import mark_done, read_done, sweep_temps, write_json_atomic
 
@@ -239,7 +240,6 @@ def _if_range(validators: dict[str, str]) -> str | None:
 
 
 def _progress_bar(enabled: bool, total: int | None, initial: int, desc: str):
-    from tqdm import tqdm
 
     return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
                 file=sys.stderr, leave=False, disable=not (enabled and sys.stderr.isatty()))

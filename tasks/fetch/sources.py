@@ -40,6 +40,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from storage.manifest import write_json_atomic
+from tasks.datasets.registry import get_spec
 from tasks.fetch.http import (
     ChecksumMismatch,
     DownloadError,
@@ -194,8 +195,6 @@ def dataset_files(name: str) -> list[BenchmarkFile]:
         tasks.datasets.registry.UnknownDataset: When ``name`` is not registered.
         NotFetchable: When the dataset has no public source (``NOT_FETCHABLE`` says why).
     """
-    from tasks.datasets.registry import get_spec
-
     get_spec(name)
     if name in NOT_FETCHABLE:
         raise NotFetchable(f"dataset {name!r} cannot be fetched: {NOT_FETCHABLE[name]}")

@@ -19,6 +19,11 @@ from storage import layout
 from storage.done import DONE, mark_done, read_done, sweep_temps
 from storage.parquet_io import PartWriter
 from tasks.dumps.base import RowBlock, Shard, TableRow
+from tasks.dumps.cmu_articles import read_cmu_articles
+from tasks.dumps.properties import read_properties_json
+from tasks.dumps.triples import read_codex_json, read_kgtk, read_label_file, read_ntriples, read_title_map, read_triples
+from tasks.dumps.wikidata_json import read_entity_file, read_wikidata_json
+from tasks.dumps.wikipedia_xml import read_wikipedia_xml
 from tasks.kb.plan import InputSpec
 from tasks.progress import Progress, count_reads
 from tasks.progress import progress as reporter
@@ -46,47 +51,36 @@ def _reader(spec: InputSpec, shard: Shard) -> Iterator[TableRow]:
     path = Path(spec.path)
     kind = spec.kind
     if kind == "wikidata-json":
-        from tasks.dumps.wikidata_json import read_wikidata_json
 
         return read_wikidata_json(path, shard, source=spec.source, blocks=True)
     if kind == "entity-file":
-        from tasks.dumps.wikidata_json import read_entity_file
 
         return read_entity_file(path, source=spec.source)
     if kind == "kgtk":
-        from tasks.dumps.triples import read_kgtk
 
         return read_kgtk(path, shard, source=spec.source)
     if kind == "triples":
-        from tasks.dumps.triples import read_triples
 
         return read_triples(path, shard, source=spec.source)
     if kind == "ntriples":
-        from tasks.dumps.triples import read_ntriples
 
         return read_ntriples(path, shard, source=spec.source)
     if kind in ("litwd-labels", "litwd-aliases", "litwd-descriptions"):
-        from tasks.dumps.triples import read_label_file
 
         return read_label_file(path, shard, source=spec.source, kind=kind.split("-", 1)[1])
     if kind == "codex-json":
-        from tasks.dumps.triples import read_codex_json
 
         return read_codex_json(path, source=spec.source)
     if kind == "title-map":
-        from tasks.dumps.triples import read_title_map
 
         return read_title_map(path, source=spec.source)
     if kind == "properties-json":
-        from tasks.dumps.properties import read_properties_json
 
         return read_properties_json(path, source=spec.source)
     if kind == "wikipedia":
-        from tasks.dumps.wikipedia_xml import read_wikipedia_xml
 
         return read_wikipedia_xml(path, shard, source=spec.source)
     if kind == "cmu-articles":
-        from tasks.dumps.cmu_articles import read_cmu_articles
 
         return read_cmu_articles(path, shard)
     raise ValueError(f"no reader for input kind {kind!r}")

@@ -203,7 +203,7 @@ def _tensor_progress(label: str) -> Iterator[None]:
     or the name (another transformers version) nothing changes.
     """
     try:
-        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils  # heavy: transformers
     except ImportError:
         yield
         return
@@ -241,8 +241,8 @@ def convert_gguf(gguf: Path, out_dir: Path) -> dict[str, float]:
     label = gguf.name.removesuffix(".gguf")
     t0 = time.perf_counter()
     with phase(f"{label}: import torch + transformers"):
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+        import torch  # heavy: torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig  # heavy: transformers
 
     t1 = time.perf_counter()
     d, f = str(gguf.parent), gguf.name
@@ -308,7 +308,7 @@ def _prepare_locked(src: GgufSource, root: Path, final: Path, keep_gguf: bool) -
     except Exception as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ModelPrepError(f"conversion of {gguf} failed: {type(e).__name__}: {e}") from e
-    import transformers
+    import transformers  # heavy: transformers
 
     marker = {
         "slug": src.slug,

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tasks.kg.base import Fact, KGClient, KGError, check_ids, check_pairs
+from tasks.kg.duckdb_store import DuckDBKG
+from tasks.kg.sparql import SparqlKG
 
 DISAMBIGUATION_PAGE = "Q4167410"
 INSTANCE_OF = "P31"
@@ -49,13 +51,11 @@ def open_kg(kind: str, kb_version: str | None, root: Path, endpoint: str | None 
     if kind == "duckdb":
         if not kb_version:
             raise ValueError("kg=duckdb needs a KB version (build one with `linkedqa kb build --sample`)")
-        from tasks.kg.duckdb_store import DuckDBKG
 
         return DuckDBKG(kb_version, root=root)
     if kind == "sparql":
         if not endpoint:
             raise ValueError("kg=sparql needs --set endpoint=URL (a SPARQL query endpoint)")
-        from tasks.kg.sparql import SparqlKG
 
         return SparqlKG(endpoint, timeout_s=timeout_s, retries=retries)
     raise ValueError(f"unknown kg backend {kind!r}; use 'duckdb' or 'sparql'")

@@ -20,12 +20,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow.parquet as pq
 
 from storage import layout
+from storage.catalog import register_parquet_view
 from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
 from storage.parquet_io import part_files
 from tasks.progress import progress
+from tasks.search.bm25 import is_built
+from tasks.search.entity_index import EntityIndex
+from tasks.search.passages import DenseIndex, PassageIndex, entity_texts
+from tasks.search.title_index import TitleIndex
 
 #: The kinds of :data:`storage.layout.INDEX_KINDS` this module builds (the KG store and the gold-answer store are
 #: built by ``tasks.kg.duckdb_store`` and ``tasks.kg.oxigraph_store``).
@@ -69,8 +75,6 @@ def entity_doc(row: dict) -> dict:
 
 def entity_index(kb_version: str, root: Path | None = None):
     """Open (building if needed) the labels+aliases BM25 index of a KB version."""
-    from tasks.search.entity_index import EntityIndex
-
     root = root or layout.home()
     key = (str(root), f"entity:{kb_version}")
     with _LOCK:
@@ -80,7 +84,6 @@ def entity_index(kb_version: str, root: Path | None = None):
 
 
 def _build_entity_bm25(kb_version: str, root: Path) -> Path:
-    from tasks.search.entity_index import EntityIndex
 
     folder = layout.index_kind_dir(kb_version, "entity-bm25", root)
     if not index_is_built(folder):
@@ -92,8 +95,6 @@ def _build_entity_bm25(kb_version: str, root: Path) -> Path:
 
 def title_index(kb_version: str, root: Path | None = None):
     """Open (building if needed) the Wikipedia-title BM25 index of a KB version."""
-    from tasks.search.title_index import TitleIndex
-
     root = root or layout.home()
     key = (str(root), f"title:{kb_version}")
     with _LOCK:
@@ -103,7 +104,6 @@ def title_index(kb_version: str, root: Path | None = None):
 
 
 def _build_title_bm25(kb_version: str, root: Path) -> Path:
-    from tasks.search.title_index import TitleIndex
 
     folder = layout.index_kind_dir(kb_version, "title-bm25", root)
     if not index_is_built(folder):
@@ -115,8 +115,6 @@ def _build_title_bm25(kb_version: str, root: Path) -> Path:
 
 def passage_index(kb_version: str, root: Path | None = None):
     """Open (building if needed) the BM25 index over the KB's 100-word passages."""
-    from tasks.search.passages import PassageIndex
-
     root = root or layout.home()
     key = (str(root), f"passage:{kb_version}")
     with _LOCK:
@@ -126,7 +124,6 @@ def passage_index(kb_version: str, root: Path | None = None):
 
 
 def _build_passage_bm25(kb_version: str, root: Path) -> Path:
-    from tasks.search.passages import PassageIndex
 
     folder = layout.index_kind_dir(kb_version, "passage-bm25", root)
     if not index_is_built(folder):
@@ -157,8 +154,6 @@ def dense_passage_index(kb_version: str, root: Path | None = None):
 
 def _build_dense_passage(kb_version: str, root: Path):
     """``(DenseIndex, lookup)``; the index is built when missing, else opened."""
-    from tasks.search.passages import DenseIndex
-
     rows = list(_iter_rows(kb_version, "passages", ["passage_id", "title", "qid", "text"], root))
     lookup = {r["passage_id"]: (r["title"], r["text"], r["qid"]) for r in rows if r["text"]}
     folder = passage_index_dir(kb_version, "dense", root)
@@ -200,8 +195,6 @@ def dense_entity_index(kb_version: str, root: Path | None = None):
 
 def _build_dense_entity(kb_version: str, root: Path):
     """``(DenseIndex, {qid: (label, description)})``; the index is built when missing, else opened."""
-    from tasks.search.passages import DenseIndex, entity_texts
-
     rows = [entity_doc(r) for r in kg_node_rows(kb_version, root)]
     lookup = {r["qid"]: (r["label"], r.get("description")) for r in rows if r["label"]}
     folder = dense_entity_index_dir(kb_version, root)
@@ -216,8 +209,6 @@ def _build_dense_entity(kb_version: str, root: Path):
 
 def index_is_built(folder: Path) -> bool:
     """Whether an index folder holds a finished index (its done-marker, ``tasks.search.bm25.is_built``)."""
-    from tasks.search.bm25 import is_built
-
     return is_built(folder)
 
 
@@ -277,10 +268,6 @@ def dense_entity_search(kb_version: str, root: Path, queries: list[str], k: int)
 
 def kg_node_rows(kb_version: str, root: Path) -> list[dict]:
     """Entity rows (qid, label, description, enwiki_title) of the KG's nodes (``sql/kg/kg_nodes.sql``)."""
-    import duckdb
-
-    from storage.catalog import register_parquet_view
-
     con = duckdb.connect()
     try:
         for table in ("claims", "entities"):

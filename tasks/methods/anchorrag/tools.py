@@ -12,10 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from storage import layout
 from tasks.methods.anchorrag.settings import _KgSettings
 from tasks.methods.base import MethodContext
+from tasks.methods.kg_tools import kg_tools, open_kg
 from tasks.methods.runtime import Tool
+from tasks.search.kb_indexes import dense_entity_index, dense_entity_search, search_tool
+from tasks.search.passages import encode
 
 
 def open_world_tools(s: _KgSettings, ctx: MethodContext, dense: bool) -> dict[str, Tool]:
@@ -24,8 +29,6 @@ def open_world_tools(s: _KgSettings, ctx: MethodContext, dense: bool) -> dict[st
     ``dense``: ``entity_dense_search`` (dense index of names+descriptions) and ``relation_similarity`` (SBERT
     Eq. 1) for ``anchorrag``; otherwise BM25 ``entity_search`` for ``tog``.
     """
-    from tasks.methods.kg_tools import kg_tools, open_kg
-
     if not ctx.kb_version:
         raise ValueError("anchorrag/tog need a KB version (build one with `linkedqa kb build --sample`)")
     kg = open_kg(s.kg, ctx.kb_version, ctx.root, s.endpoint, s.endpoint_timeout_s, s.endpoint_retries)
@@ -34,7 +37,6 @@ def open_world_tools(s: _KgSettings, ctx: MethodContext, dense: bool) -> dict[st
         tools["entity_dense_search"] = dense_entity_search_tool(ctx.kb_version, ctx.root)
         tools["relation_similarity"] = relation_similarity_tool()
     else:
-        from tasks.search.kb_indexes import search_tool
 
         tools["entity_search"] = search_tool(ctx.kb_version, ctx.root, "wikidata")
     return tools
@@ -46,8 +48,6 @@ def dense_entity_search_tool(kb_version: str, root: Path) -> Tool:
     Every query of every payload of a step is encoded and searched in one call; hits carry ``qid``, ``label``,
     ``description`` and ``score`` (cosine).
     """
-    from tasks.search.kb_indexes import dense_entity_index, dense_entity_search
-
     _, lookup = dense_entity_index(kb_version, root)
 
     def tool(payloads: list[dict]) -> list[list[list[dict]]]:
@@ -72,10 +72,6 @@ def relation_similarity_tool() -> Tool:
     All texts of all payloads are encoded in one SBERT call; relation-label vectors are cached for the process
     (Wikidata has ~12k properties, so the cache stays small).
     """
-    import numpy as np
-
-    from tasks.search.passages import encode
-
     cache: dict[str, Any] = {}
 
     def tool(payloads: list[dict]) -> list[dict]:

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pyoxigraph
+
 from tasks.kg.oxigraph_store import INDEX_NAME, open_store
 
 __all__ = ["INDEX_NAME", "STATUS_CODES", "gold_answers", "kb_gold_tool", "open_store", "run_query", "supported"]
@@ -64,8 +66,6 @@ def supported(sparql: str | None) -> bool:
 
 def _term(t: Any) -> tuple[str | None, str | None]:
     """(qid, literal) of one result term."""
-    import pyoxigraph
-
     if isinstance(t, pyoxigraph.NamedNode):
         v = t.value
         if v.startswith(_WD):
@@ -83,8 +83,6 @@ def run_query(store: Any, sparql: str) -> dict[str, Any]:
     Returns:
         ``{"status", "qids", "literals"}`` (``error`` added on failure); ASK answers are ``true``/``false``.
     """
-    import pyoxigraph
-
     try:
         res = store.query(sparql, prefixes=PREFIXES)
     except (SyntaxError, OSError, ValueError) as exc:

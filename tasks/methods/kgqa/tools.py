@@ -14,14 +14,15 @@ from typing import Any
 
 from storage import layout
 from tasks.methods.base import MethodContext
+from tasks.methods.kg_tools import kg_tools, open_kg
+from tasks.methods.kgqa.kb_gold import kb_gold_tool
 from tasks.methods.kgqa.settings import KgqaSettings, _opt
 from tasks.methods.runtime import Tool
+from tasks.search.kb_indexes import search_tool
 
 
 def kgqa_tools(settings: Any, ctx: MethodContext) -> dict[str, Tool]:
     """KG tools over the configured backend plus ``entity_search`` (BM25) for answer linking."""
-    from tasks.methods.kg_tools import kg_tools, open_kg
-
     d = KgqaSettings.model_fields
     kg = open_kg(_opt(settings, "kg", "duckdb"), ctx.kb_version, ctx.root, _opt(settings, "endpoint", None),
                  float(_opt(settings, "endpoint_timeout_s", d["endpoint_timeout_s"].default)),
@@ -29,11 +30,9 @@ def kgqa_tools(settings: Any, ctx: MethodContext) -> dict[str, Tool]:
     tools = kg_tools(kg, int(_opt(settings, "max_candidates", d["max_candidates"].default)),
                      int(_opt(settings, "max_facts", d["max_facts"].default)))
     if int(_opt(settings, "link_search_k", d["link_search_k"].default)) > 0 and ctx.kb_version:
-        from tasks.search.kb_indexes import search_tool
 
         tools["entity_search"] = search_tool(ctx.kb_version, ctx.root, "wikidata")
     if _opt(settings, "kb_gold", False) and ctx.kb_version:
-        from tasks.methods.kgqa.kb_gold import kb_gold_tool
 
         tools["kb_gold"] = kb_gold_tool(ctx.kb_version, ctx.root, float(_opt(settings, "kb_gold_timeout_s", 20.0)))
     return tools

@@ -18,6 +18,7 @@ from storage import layout
 from storage.parquet_io import read_table
 from tasks.methods.base import Method, MethodContext, MethodSettings, source_index_paths
 from tasks.methods.runtime import ItemContext, ToolCall
+from tasks.search.kb_indexes import search_tool
 
 
 class SearchRecallSettings(MethodSettings):
@@ -58,8 +59,6 @@ class SearchRecallMethod(Method):
 
     def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
         """Entity search tool and the KB's QID set (for coverage)."""
-        from tasks.search.kb_indexes import search_tool
-
         ents = read_table(layout.kb_table_dir(ctx.kb_version, "entities", ctx.root), "entities",
                           ["qid", "label", "aliases", "enwiki_title"])
         # covered = the gold entity is findable by name in this KB (label, alias or Wikipedia title)
