@@ -19,6 +19,7 @@ from storage import layout
 from storage.done import DONE, mark_done, read_done, sweep_temps
 from storage.parquet_io import PartWriter
 from tasks.dumps.base import RowBlock, Shard, TableRow
+from tasks.dumps.bounded_writer import BoundedPartWriter
 from tasks.dumps.cmu_articles import read_cmu_articles
 from tasks.dumps.properties import read_properties_json
 from tasks.dumps.triples import read_codex_json, read_kgtk, read_label_file, read_ntriples, read_title_map, read_triples
@@ -132,7 +133,7 @@ def stage_shard(
             for table, row in _reader(spec, shard):
                 add = adders.get(table)
                 if add is None:
-                    w = writers[table] = PartWriter(table, out / f"{table}.parquet", batch_rows=20_000)
+                    w = writers[table] = BoundedPartWriter(table, out / f"{table}.parquet", batch_rows=20_000)
                     add = adders[table] = w.add
                 if type(row) is RowBlock:
                     writers[table].add_columns(row.columns)
