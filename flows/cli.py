@@ -14,9 +14,29 @@ import os
 import shutil
 import sys
 import time
+import traceback
+import warnings
 from pathlib import Path
 
+from flows.demo_summary import print_demo_summary
+from flows.notebook_report import _ANSI, execute_notebooks
+from flows.prefect_server import bind_ephemeral_server
+from flows.report_views import print_report
+from flows.signals import exit_after_interrupt, stop_on_signals
 from storage import layout
+from storage.catalog import complete_dataset_versions, complete_kb_versions, connect, refresh_catalog
+from storage.layout import LayoutError
+from storage.parquet_io import read_table
+from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
+from tasks.dumps.base import DumpError
+from tasks.fetch.http import ChecksumMismatch, FetchError
+from tasks.fetch.sources import DumpNotFound
+from tasks.llm.env import configure_runtime_env
+from tasks.llm.models import prepare_embedded_model
+from tasks.methods.base import UnknownSetting
+from tasks.methods.registry import UnknownMethod, get_method
+from tasks.runs.backends import close_backends
+from tasks.runs.config import RunConfig
 
 EXIT_USAGE, EXIT_DATA, EXIT_MISSING, EXIT_OTHER, EXIT_NO_SPACE = 2, 3, 4, 1, 5
 # The demo's ELA run: sized so that `make demo` (cold warehouse, model conversion included) stays within 8 min
@@ -41,11 +61,9 @@ def setup_env(verbose: bool = False) -> None:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        import warnings
 
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
-    from tasks.llm.env import configure_runtime_env
 
     configure_runtime_env(home)
 
@@ -82,14 +100,12 @@ def _start_prefect() -> None:
 
     Every command that writes to the warehouse runs a flow; a SIGKILLed command must not leave the server behind.
     """
-    from flows.prefect_server import bind_ephemeral_server
-
     bind_ephemeral_server()
 
 
 def cmd_kb_build(a: argparse.Namespace) -> int:
     """``linkedqa kb build``: the ``build_kb_from_inputs`` flow (plan from every input kind -> ``build_kb``)."""
-    from flows.build_kb import build_kb_from_inputs
+    from flows.build_kb import build_kb_from_inputs  # heavy: pulls prefect
 
     _start_prefect()
     t0 = time.perf_counter()
@@ -110,7 +126,7 @@ def _print_counts(counts: dict) -> None:
 
 def cmd_kb_export_nt(a: argparse.Namespace) -> int:
     """``linkedqa kb export-nt OUT``: the ``export_kb_ntriples`` flow (N-Triples in Wikidata's IRI scheme)."""
-    from flows.export_kb import export_kb_ntriples
+    from flows.export_kb import export_kb_ntriples  # heavy: pulls prefect
 
     _start_prefect()
     t0 = time.perf_counter()
@@ -122,7 +138,7 @@ def cmd_kb_export_nt(a: argparse.Namespace) -> int:
 
 def cmd_kb_index(a: argparse.Namespace) -> int:
     """``linkedqa kb index``: the ``build_indexes`` flow (requested kinds, default all; built ones are skipped)."""
-    from flows.build_indexes import build_indexes
+    from flows.build_indexes import build_indexes  # heavy: pulls prefect
 
     _start_prefect()
     t0 = time.perf_counter()
@@ -134,8 +150,6 @@ def cmd_kb_index(a: argparse.Namespace) -> int:
 
 def cmd_kb_list(a: argparse.Namespace) -> int:
     """``linkedqa kb list``."""
-    from storage.catalog import complete_kb_versions
-
     versions = complete_kb_versions()
     if not versions:
         print("no KB built yet (linkedqa kb build --sample)")
@@ -161,7 +175,7 @@ def cmd_kb_download(a: argparse.Namespace) -> int:
 
     The last stdout lines are the downloaded paths, one per line, to pass to ``linkedqa kb build``.
     """
-    from flows.download_dumps import download_dumps
+    from flows.download_dumps import download_dumps  # heavy: pulls prefect
 
     if not a.wikidata and not a.wikipedia:
         raise ValueError("give --wikidata latest|YYYYMMDD and/or --wikipedia enwiki:latest|enwiki:YYYYMMDD")
@@ -184,9 +198,6 @@ def cmd_kb_download(a: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- data
 def cmd_data_list(a: argparse.Namespace) -> int:
     """``linkedqa data list``: known datasets and what is stored."""
-    from storage.catalog import complete_dataset_versions
-    from tasks.datasets.registry import known_datasets
-
     stored = {d: m for d, _, m in complete_dataset_versions()}
     for name, desc in known_datasets().items():
         m = stored.pop(name, None)
@@ -200,7 +211,7 @@ def cmd_data_list(a: argparse.Namespace) -> int:
 
 def cmd_data_load(a: argparse.Namespace) -> int:
     """``linkedqa data load NAME..``: the ``load_benchmarks`` flow (known datasets into the warehouse)."""
-    from flows.load_benchmarks import load_benchmarks
+    from flows.load_benchmarks import load_benchmarks  # heavy: pulls prefect
 
     for name in a.names:  # a bad name is refused before Prefect starts
         layout.safe_name(name, "dataset name")
@@ -211,8 +222,7 @@ def cmd_data_load(a: argparse.Namespace) -> int:
 
 def cmd_data_import(a: argparse.Namespace) -> int:
     """``linkedqa data import FILE --name NAME``: the ``import_questions`` flow; bad lines are listed."""
-    from flows.import_questions import import_questions
-    from storage.parquet_io import read_table
+    from flows.import_questions import import_questions  # heavy: pulls prefect
 
     layout.safe_name(a.name, "dataset name")
     _start_prefect()
@@ -228,7 +238,7 @@ def cmd_data_import(a: argparse.Namespace) -> int:
 
 def cmd_data_fetch(a: argparse.Namespace) -> int:
     """``linkedqa data fetch NAME..``: the ``fetch_benchmarks`` flow (official locations into LINKEDQA_DATA)."""
-    from flows.fetch_benchmarks import fetch_benchmarks
+    from flows.fetch_benchmarks import fetch_benchmarks  # heavy: pulls prefect
 
     if not a.names and not a.all:
         raise ValueError("give dataset names or --all (see `linkedqa data list`)")
@@ -246,8 +256,6 @@ def cmd_data_fetch(a: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- models
 def cmd_models_prepare(a: argparse.Namespace) -> int:
     """``linkedqa models prepare``: assemble + convert the embedded model (idempotent)."""
-    from tasks.llm.models import prepare_embedded_model
-
     t0 = time.perf_counter()
     path = prepare_embedded_model(force=a.force)
     print(f"embedded model ready at {path} ({time.perf_counter() - t0:.1f}s)")
@@ -257,21 +265,15 @@ def cmd_models_prepare(a: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- run / eval / report
 def run_config_from_args(a: argparse.Namespace):
     """Build a RunConfig from ``linkedqa run`` arguments."""
-    from tasks.runs.config import RunConfig
-
     return RunConfig(method=a.method, dataset=a.dataset, split=a.split, limit=a.limit, shards=a.shards,
                      backend=a.backend, model=a.model, kb=a.kb, settings=_parse_sets(a.set),
                      max_model_len=a.max_model_len, base_url=a.base_url, cache=not a.no_cache,
                      timeout_s=a.timeout, max_retries=a.retries, api_key_block=a.api_key_block,
-                     dtype=None if a.dtype == "auto" else a.dtype)
+                     dtype=None if a.dtype == "auto" else a.dtype, scheduler=a.scheduler)
 
 
 def validate_run(cfg) -> None:
     """Fail fast (before starting Prefect or an engine) on an unknown method, setting or dataset."""
-    from storage.catalog import complete_dataset_versions
-    from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
-    from tasks.methods.registry import get_method
-
     method_cls = get_method(cfg.method)
     method_cls.parse_settings(cfg.settings)
     layout.safe_name(cfg.dataset, "dataset name")
@@ -283,14 +285,12 @@ def validate_run(cfg) -> None:
 
 def execute_run(a: argparse.Namespace) -> str:
     """Validate, run and print the metrics of ``linkedqa run`` arguments; returns the run id."""
-    from flows.run_method import run_method_on
-    from tasks.runs.backends import close_backends
+    from flows.run_method import run_method_on  # heavy: pulls prefect
 
     cfg = run_config_from_args(a)
     validate_run(cfg)
     if a.workers < 1:
         raise ValueError("--workers must be >= 1")
-    from flows.prefect_server import bind_ephemeral_server
 
     bind_ephemeral_server()  # a SIGKILLed run must not leave Prefect's temporary server behind
     try:
@@ -313,7 +313,6 @@ def _num(value: float | None) -> str:
 
 
 def _print_metrics(run_id: str) -> None:
-    from storage.parquet_io import read_table
 
     rows = read_table(layout.run_dir(run_id) / "metrics", "metrics").to_pylist()
     print(f"\nmetrics of {run_id}:")
@@ -332,14 +331,14 @@ def cmd_eval(a: argparse.Namespace) -> int:
     if bool(a.run_id) == bool(a.all):
         raise ValueError("give one RUN_ID or --all")
     if a.write or a.all:
-        from flows.evaluate_run import evaluate_run
+        from flows.evaluate_run import evaluate_run  # heavy: pulls prefect
 
         if a.run_id:
             layout.safe_name(a.run_id, "run id")
         _start_prefect()
         reports = evaluate_run(run_ids=[a.run_id] if a.run_id else None, all_runs=a.all, write=a.write)
     else:
-        from tasks.eval_tasks import compare_run_metrics
+        from tasks.eval_tasks import compare_run_metrics  # heavy: pulls prefect
 
         reports = [{**compare_run_metrics(layout.safe_name(a.run_id, "run id")), "written": False}]
     bad = 0
@@ -367,10 +366,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
 def cmd_report(a: argparse.Namespace) -> int:
     """``linkedqa report``: metrics across runs from the catalog."""
-    from storage.catalog import connect
-
     if a.notebooks:
-        from flows.notebook_report import _ANSI, execute_notebooks
 
         failed = 0
         for name, res in execute_notebooks().items():
@@ -389,7 +385,6 @@ def cmd_report(a: argparse.Namespace) -> int:
         for m, v, n in rows:
             print(f"{m:<24} {_num(v):>12} (n={n})")
         return 0
-    from flows.report_views import print_report
 
     print_report(con, a.views or None)
     return 0
@@ -397,8 +392,6 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 def cmd_catalog(a: argparse.Namespace) -> int:
     """``linkedqa catalog refresh``."""
-    from storage.catalog import refresh_catalog
-
     print(refresh_catalog())
     return 0
 
@@ -434,7 +427,6 @@ def cmd_demo(a: argparse.Namespace) -> int:
             run_ids.append(execute_run(ns))
         elif ns.fn(ns) != 0:
             return EXIT_OTHER
-    from flows.demo_summary import print_demo_summary
 
     print_demo_summary(run_ids, time.perf_counter() - t0)
     return 0
@@ -533,6 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="vLLM engine dtype; auto = bfloat16 on GPUs and on CPUs with AVX512-BF16/AMX, else float32 "
                         "(not part of the run id; recorded per shard)")
+    r.add_argument("--scheduler", default="continuous", choices=["continuous", "lockstep"],
+                   help="continuous: an item's next LLM call goes to the engine as soon as its previous one returns; "
+                        "lockstep: one batch per step for all items (not part of the run id; recorded per shard)")
     r.add_argument("--no-cache", action="store_true", help="bypass the persistent LLM response cache")
     r.add_argument("--runner", default="thread", choices=["thread", "dask"],
                    help="where shards run: threads in this process, or a Dask cluster (one process per worker)")
@@ -583,13 +578,6 @@ def _no_space_message(exc: OSError) -> str:
 
 
 def _error_kind(exc: BaseException) -> tuple[int, str]:
-    from storage.layout import LayoutError
-    from tasks.datasets.registry import UnknownDataset
-    from tasks.dumps.base import DumpError
-    from tasks.fetch.http import ChecksumMismatch, FetchError
-    from tasks.fetch.sources import DumpNotFound
-    from tasks.methods.base import UnknownSetting
-    from tasks.methods.registry import UnknownMethod
 
     if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
         return EXIT_NO_SPACE, ("free space there (or point LINKEDQA_HOME at a larger disk) and re-run the same "
@@ -615,8 +603,6 @@ def _error_kind(exc: BaseException) -> tuple[int, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``linkedqa`` console script."""
-    from flows.signals import exit_after_interrupt, stop_on_signals
-
     args = build_parser().parse_args(argv)
     setup_env(args.verbose)
     with stop_on_signals() as armed:
@@ -637,8 +623,6 @@ def main(argv: list[str] | None = None) -> int:
                 msg = _no_space_message(exc)
             print(f"error: {msg}\nhint: {hint}", file=sys.stderr)
             if args.verbose:
-                import traceback
-
                 traceback.print_exc()
             return code
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tasks.llm.streaming import open_session
 from tasks.llm.types import ChatRequest, Completion, LLMBackend
 from tasks.progress import llm_batch_progress
 
@@ -357,5 +358,201 @@ def run_agents(
                 "error": errors[i] or res.get("error"),
             }
         )
+        out.append(res)
+    return out, stats
+
+
+def run_agents_continuous(
+    agent: AgentFn,
+    items: Sequence[dict],
+    backend: LLMBackend | None,
+    tools: dict[str, Tool],
+    id_key: str = "question_id",
+    max_steps: int = 50,
+    on_progress: Callable[[RunProgress], None] | None = None,
+    session: Any = None,
+) -> tuple[list[dict], RuntimeStats]:
+    """Run ``agent`` over ``items`` with continuous per-item scheduling (same contract as :func:`run_agents`).
+
+    No item waits for another: an item's next LLM request is submitted as soon as its previous one returns (the
+    engine adds it to the running batch at its next scheduler step), and between engine steps every tool call
+    pending by then runs, batched per tool. So a step no longer lasts as long as its longest completion, and
+    tools run while the engine generates for the other items. Trajectories, token counts, errors and the
+    output format are those of :func:`run_agents`; with a deterministic backend the predictions are the same
+    (tested). ``step`` in trajectories and progress counts an item's own actions.
+
+    Args:
+        agent: Generator function ``agent(item, ctx)``.
+        items: Input rows (e.g. questions).
+        backend: LLM backend (may be None for agents that only use tools, or when ``session`` is given).
+        tools: Name -> batched tool function.
+        id_key: Field of an item holding its id.
+        on_progress: Callback receiving a :class:`RunProgress` after every engine step (``step``: the most
+            actions any item has taken).
+        max_steps: Bound on the actions of one item (an item still running after it gets an error).
+        session: A streaming session (``tasks.llm.streaming``); default: ``open_session(backend)``, closed at
+            the end.
+    """
+    t_start = time.perf_counter()
+    stats = RuntimeStats()
+    n = len(items)
+    ctxs = [ItemContext(str(it[id_key])) for it in items]
+    results: list[dict | None] = [None] * n
+    errors: list[str | None] = [None] * n
+    gens: dict[int, Generator] = {}
+    actions: list[int] = [0] * n  # actions taken per item
+    waiting: dict[int, list[Completion | None]] = {}  # item -> completions of its pending LLM action
+    asked: dict[int, list[ChatRequest]] = {}  # item -> the requests of its pending LLM action
+    multi_call: set[int] = set()  # items whose pending action is a list of LLM calls
+    tool_queue: dict[str, list[tuple[int, Any]]] = {}
+    fresh_tokens = 0
+    own_session = session is None and backend is not None
+    sess = open_session(backend) if own_session else session
+    to_submit: list[tuple[tuple[int, int], ChatRequest]] = []
+
+    def fail(i: int, msg: str) -> None:
+        errors[i] = msg
+        ctxs[i].trajectory.append({"kind": "error", "error": msg})
+        g = gens.pop(i, None)
+        if g is not None:
+            g.close()
+        waiting.pop(i, None)
+        asked.pop(i, None)
+
+    def dispatch(i: int, action: Any) -> None:
+        actions[i] += 1
+        if actions[i] > max_steps:
+            fail(i, f"step limit {max_steps} exceeded")
+            return
+        if isinstance(action, LLMCall):
+            action = [action]
+        elif isinstance(action, list) and action and all(isinstance(a, LLMCall) for a in action):
+            multi_call.add(i)
+        elif isinstance(action, ToolCall):
+            if action.tool not in tools:
+                fail(i, f"AgentError: unknown tool {action.tool!r}")
+                return
+            tool_queue.setdefault(action.tool, []).append((i, action.payload))
+            return
+        else:
+            fail(i, f"AgentError: agent yielded an unsupported action {type(action).__name__}")
+            return
+        if backend is None and session is None:
+            raise RuntimeError("agent asked for an LLM call but the method runs without a backend")
+        waiting[i] = [None] * len(action)
+        asked[i] = [a.request for a in action]
+        to_submit.extend(((i, j), a.request) for j, a in enumerate(action))
+
+    def advance(i: int, value: Any, first: bool = False) -> None:
+        try:
+            action = next(gens[i]) if first else gens[i].send(value)
+        except StopIteration as stop:
+            results[i] = stop.value or {}
+            gens.pop(i, None)
+            return
+        except Exception as exc:  # noqa: BLE001 - any agent failure is an item error, never a run failure
+            fail(i, f"{type(exc).__name__}: {exc}")
+            return
+        dispatch(i, action)
+
+    def report() -> None:
+        if on_progress is None:
+            return
+        try:
+            on_progress(RunProgress(max(actions, default=0), n - len(gens), n, len(gens), fresh_tokens,
+                                    stats.llm_seconds))
+        except Exception as exc:  # noqa: BLE001 - progress output must never fail a run
+            log.debug("on_progress failed: %s: %s", type(exc).__name__, exc)
+
+    def submit() -> None:
+        if not to_submit:
+            return
+        batch = list(to_submit)
+        to_submit.clear()
+        order = prefix_order([r for _, r in batch])
+        t0 = time.perf_counter()
+        sess.submit([batch[k] for k in order])
+        stats.llm_seconds += time.perf_counter() - t0
+        stats.llm_batches += 1
+        stats.llm_requests += len(batch)
+
+    try:
+        for i, it in enumerate(items):
+            gens[i] = agent(it, ctxs[i])
+            advance(i, None, first=True)
+        report()
+        while gens:
+            submit()
+            # tools first: whatever is pending since the last engine step runs now, one call per tool
+            if tool_queue:
+                queued = dict(tool_queue)
+                tool_queue.clear()
+                for tool_name, calls in queued.items():
+                    t0 = time.perf_counter()
+                    outs = tools[tool_name]([p for _, p in calls])
+                    stats.tool_seconds += time.perf_counter() - t0
+                    stats.tool_calls += 1
+                    for (i, payload), out in zip(calls, outs, strict=True):
+                        ctxs[i].trajectory.append({"kind": "tool", "step": actions[i], "tool": tool_name,
+                                                   "payload": _truncate(payload), "result": _truncate(out)})
+                    for (i, _), out in zip(calls, outs, strict=True):
+                        if i in gens:
+                            advance(i, out)
+                submit()
+            if not waiting:
+                if not tool_queue and gens:
+                    raise RuntimeError("continuous runtime stalled: active items with no pending action")
+                continue
+            t0 = time.perf_counter()
+            finished = sess.poll()
+            stats.llm_seconds += time.perf_counter() - t0
+            stats.steps += 1
+            for (i, j), comp in finished:
+                c = ctxs[i]
+                c.llm_calls += 1
+                c.prompt_tokens += comp.prompt_tokens
+                c.completion_tokens += comp.completion_tokens
+                c.latency_s += comp.latency_s
+                c.cached_calls += int(comp.cached)
+                if not comp.cached:
+                    fresh_tokens += comp.completion_tokens
+                if i not in waiting:
+                    continue  # the item failed meanwhile
+                slot = waiting[i]
+                slot[j] = comp
+                if any(x is None for x in slot):
+                    continue
+                # every call of the action answered: record them in call order (as the lockstep runtime does)
+                for req, done in zip(asked.pop(i), slot, strict=True):
+                    c.trajectory.append(
+                        {"kind": "llm", "step": actions[i], "prompt_hash": req.prompt_hash(),
+                         "raw_output": done.text, "prompt_tokens": done.prompt_tokens,
+                         "completion_tokens": done.completion_tokens, "cached": done.cached,
+                         **({"prefix_cached_tokens": done.prefix_cached_tokens} if not done.cached else {}),
+                         **({"error": done.error} if done.error else {})}
+                    )
+                del waiting[i]
+                value = list(slot) if i in multi_call else slot[0]
+                multi_call.discard(i)
+                advance(i, value)
+            report()
+    finally:
+        if own_session:
+            sess.close()
+    report()
+    stats.wall_seconds = time.perf_counter() - t_start
+    out: list[dict] = []
+    for i, it in enumerate(items):
+        c = ctxs[i]
+        res = dict(results[i] or {})
+        res.update({
+            id_key: str(it[id_key]),
+            "trajectory": json.dumps(c.trajectory, ensure_ascii=False, default=_default),
+            "llm_calls": c.llm_calls,
+            "prompt_tokens": c.prompt_tokens,
+            "completion_tokens": c.completion_tokens,
+            "latency_s": round(c.latency_s, 4),
+            "error": errors[i] or res.get("error"),
+        })
         out.append(res)
     return out, stats

@@ -32,7 +32,7 @@ from storage.side_files import write_side_outputs
 from tasks.datasets.registry import dataset_task
 from tasks.datasets.store import latest_dataset_folder, store_dataset
 from tasks.methods.registry import get_method
-from tasks.methods.runtime import RunProgress, run_agents
+from tasks.methods.runtime import RunProgress, run_agents, run_agents_continuous
 from tasks.metrics.base import METRICS_FORMAT
 from tasks.metrics.runs import per_item_scores, summary_metrics
 from tasks.progress import progress
@@ -169,7 +169,8 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
                 "tok/s": round(p.tokens_per_s, 1) if p.llm_seconds > 0 else None,
             })
 
-        outputs, stats = run_agents(method.agent(ctx), questions, backend, tools, on_progress=on_progress)
+        runtime = run_agents_continuous if plan.config.scheduler == "continuous" else run_agents
+        outputs, stats = runtime(method.agent(ctx), questions, backend, tools, on_progress=on_progress)
     rows = []
     for o in outputs:
         rows.append({
@@ -213,6 +214,7 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
         ),
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "engine_dtype": getattr(backend, "dtype", None),
+        "scheduler": plan.config.scheduler if run.method_cls.needs_llm else None,
         "pid": os.getpid(),
         "finished_at": now_iso(),
     }

@@ -34,6 +34,9 @@ def main() -> None:
                          "take hours, and its q/s rate does not depend on the count)")
     ap.add_argument("--queries", type=int, default=20_000)
     ap.add_argument("--model", default="embedded")
+    ap.add_argument("--temperature", type=float, default=None,
+                    help="ELA sampling temperature (default: the paper's 0.7; 0 = greedy, then the continuous and "
+                         "lockstep runs must agree)")
     ap.add_argument("--skip-llm", action="store_true")
     a = ap.parse_args()
 
@@ -44,7 +47,7 @@ def main() -> None:
     from storage.catalog import latest_kb_version
     from tasks.methods.base import MethodContext
     from tasks.methods.ela.method import ElaSettings, ela_agent
-    from tasks.methods.runtime import run_agents
+    from tasks.methods.runtime import run_agents, run_agents_continuous
     from tasks.methods.search_recall.method import SearchRecallMethod
     from tasks.metrics.runs import summary_metrics
     from tasks.runs.execute import load_questions, prefix_cache_share
@@ -88,7 +91,8 @@ def main() -> None:
 
     qs = questions[: a.n]
     tools = {"entity_search": search_tool(kb, root, "wikidata")}
-    agent = ela_agent(ElaSettings())
+    settings = ElaSettings() if a.temperature is None else ElaSettings(temperature=a.temperature)
+    agent = ela_agent(settings)
     t0 = time.perf_counter()
     engine = VLLMBackend(EngineConfig(model=a.model))
     print(f"engine start: {time.perf_counter() - t0:.1f}s ({a.model})")
@@ -97,6 +101,10 @@ def main() -> None:
     def tokens(outs):
         return sum(o["completion_tokens"] for o in outs), sum(o["prompt_tokens"] for o in outs)
 
+    t0 = time.perf_counter()
+    outs_c, st_c = run_agents_continuous(agent, qs, engine, tools)  # no cache: every call is generated
+    t_cont = time.perf_counter() - t0
+    gen_c, prm_c = tokens(outs_c)
     with tempfile.TemporaryDirectory(prefix="lqa-cache-") as tmp:
         cached = CachedBackend(engine, ResponseCache(Path(tmp) / "c.sqlite"))
         t0 = time.perf_counter()
@@ -115,13 +123,21 @@ def main() -> None:
     t_seq = time.perf_counter() - t0
     gen_s, prm_s = tokens(outs_s)
     n, n_loop = len(qs), len(loop_qs)
-    print(f"ELA on {n} WebQSP-EL questions, same engine:")
+    print(f"ELA on {n} WebQSP-EL questions, same engine, temperature {settings.temperature}:")
+    print(f"  continuous:        {t_cont:7.1f}s  {n / t_cont:6.3f} q/s  {gen_c / t_cont:7.1f} gen tok/s  "
+          f"{prm_c / t_cont:7.1f} prompt tok/s  ({st_c.steps} engine steps, {st_c.llm_requests} requests)")
     print(f"  batched runtime:   {t_batched:7.1f}s  {n / t_batched:6.3f} q/s  {gen_b / t_batched:7.1f} gen tok/s  "
           f"{prm_b / t_batched:7.1f} prompt tok/s  ({st.llm_batches} backend calls)")
     print(f"  per-question loop: {t_seq:7.1f}s  {n_loop / t_seq:6.3f} q/s  {gen_s / t_seq:7.1f} gen tok/s  "
           f"{prm_s / t_seq:7.1f} prompt tok/s  ({sum(o['llm_calls'] for o in outs_s)} backend calls, "
           f"first {n_loop} questions)")
     print(f"  throughput ratio batched / per-question: {(n / t_batched) / (n_loop / t_seq):.2f}x (q/s)")
+    print(f"  throughput ratio continuous / lockstep: {t_batched / t_cont:.2f}x; continuous / per-question: "
+          f"{(n / t_cont) / (n_loop / t_seq):.2f}x (q/s)")
+    agree = sum(x.get("predicted_entities") == y.get("predicted_entities")
+                and bool(x.get("error")) == bool(y.get("error")) for x, y in zip(outs_c, outs_b, strict=True))
+    print(f"  continuous vs lockstep: same predictions for {agree}/{n} questions"
+          + (" (greedy decoding)" if settings.temperature == 0 else " (sampling: not expected to agree)"))
     errs = sum(1 for o in outs_b if o.get("error"))
     share = prefix_cache_share([o["trajectory"] for o in outs_b])
     print(f"  batched run: {errs}/{n} item errors; prefix-cache share of prompt tokens "
