@@ -95,8 +95,8 @@ def _start_engine(engine: EngineConfig, models_root: Path | None, extra: dict[st
     configure_runtime_env()  # setdefault only; the CLI/tests normally did it already
     model_path = resolve_model(engine.model, models_root)
     t0 = time.perf_counter()
-    from vllm import LLM
-    from vllm.platforms import current_platform
+    from vllm import LLM  # heavy: vllm
+    from vllm.platforms import current_platform  # heavy: vllm
 
     is_cpu = bool(current_platform.is_cpu())
     kw = engine_kwargs(engine, model_path, is_cpu) | extra
@@ -126,7 +126,10 @@ def _shutdown(entry: _Engine) -> None:
     except Exception as e:  # best effort: the process may be exiting anyway
         log.warning("vLLM engine shutdown: %s: %s", type(e).__name__, e)
     try:
-        from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+        from vllm.distributed.parallel_state import (  # heavy: vllm
+            destroy_distributed_environment,
+            destroy_model_parallel,
+        )
 
         destroy_model_parallel()
         destroy_distributed_environment()
@@ -136,7 +139,7 @@ def _shutdown(entry: _Engine) -> None:
     del llm
     gc.collect()
     try:
-        import torch
+        import torch  # heavy: torch
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -168,7 +171,7 @@ def structured_outputs(req: ChatRequest) -> Any:
     s = req.sampling
     if not s.constrained:
         return None
-    from vllm.sampling_params import StructuredOutputsParams
+    from vllm.sampling_params import StructuredOutputsParams  # heavy: vllm
 
     if s.regex is not None:
         return StructuredOutputsParams(regex=s.regex)
@@ -274,7 +277,7 @@ class VLLMBackend:
         seeded requests with chunked prefill ("CPU Generator does not use offset"). The engine-level seed
         still makes a run reproducible, and the response cache (keyed with the seed) makes replays exact.
         """
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # heavy: vllm
 
         s = req.sampling
         return SamplingParams(

@@ -223,3 +223,19 @@ def test_the_write_check_sees_writes():
         path.unlink()
     assert kinds == ["imports storage.manifest.write_json_atomic", "p.write_text", "p.mkdir", "os.replace",
                      "np.save", "open(..., 'w')"]
+
+
+def test_imports_inside_functions_only_where_heavy_and_said_so():
+    """A function-level import must say why it is not at the top: ``# heavy: ...`` (vllm, torch, faiss,
+    sentence-transformers, prefect... or an internal module that pulls one in) or ``# optional: ...`` (a
+    dependency whose absence the function handles)."""
+    offenders = []
+    for f in sorted(_python_files().values()):
+        lines = f.read_text().splitlines()
+        for node, _names, lazy in _imports(f):
+            if not lazy:
+                continue
+            said = lines[node.lineno - 1] + " " + (lines[node.lineno - 2] if node.lineno > 1 else "")
+            if "# heavy:" not in said and "# optional:" not in said:
+                offenders.append(f"{f.relative_to(ROOT)}:{node.lineno} {lines[node.lineno - 1].strip()}")
+    assert offenders == []

@@ -24,8 +24,9 @@ files keyed by the content hash of the names (encoding is the slow part on CPU).
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ import scipy.sparse as sp
 from storage.side_files import ArtifactCache
 from tasks.datasets.ea_kg import KG, AlignmentPair
 from tasks.methods.ea.translit import normalize_name
+from tasks.search.passages import MODEL_NAME, encode
 
 SIGNALS = ("name", "char", "neighbour", "anchor")
 
@@ -88,8 +90,6 @@ def name_embeddings(names: Sequence[str], cache_dir: Path | ArtifactCache | None
     Returns:
         ``(len(names), 384)`` float32.
     """
-    from tasks.search.passages import MODEL_NAME, encode
-
     key = hashlib.sha256(("\n".join(names) + "\0" + MODEL_NAME).encode()).hexdigest()[:16]
     cache = cache_dir if isinstance(cache_dir, ArtifactCache) else ArtifactCache(cache_dir)
     return cache.array(f"minilm-{key}", lambda: encode(list(names), batch_size=256))
@@ -122,7 +122,7 @@ def anchor_features(kg: KG, rows: Sequence[int], anchor_of: dict[int, int], n_an
 def char_features(left: Sequence[str], right: Sequence[str], transliterate: bool = True
                   ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """TF-IDF character 1-3-gram vectors of two name lists (vocabulary and IDF fitted on both)."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.feature_extraction.text import TfidfVectorizer  # heavy: sklearn
 
     ln = [normalize_name(x, transliterate) for x in left]
     rn = [normalize_name(x, transliterate) for x in right]
@@ -289,9 +289,6 @@ def tune_config(ap: AlignmentPair, links: Sequence[tuple[str, str]], base: Embed
     Returns:
         The chosen config and every grid point's ``{config..., hits@1, hits@10, mrr}``.
     """
-    import itertools
-    from dataclasses import replace
-
     base = base or EmbedConfig()
     grid = grid or TUNE_GRID
     # only the signals some grid point uses are computed (MiniLM is skipped when every name weight is 0)

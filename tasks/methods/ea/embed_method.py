@@ -28,6 +28,7 @@ from storage.manifest import config_hash
 from storage.parquet_io import read_table
 from storage.side_files import ArtifactCache
 from tasks.datasets.ea_kg import AlignmentPair, kg_dir
+from tasks.datasets.store import ensure_kg, latest_dataset_folder
 from tasks.methods.base import Method, MethodContext, MethodSettings
 from tasks.methods.ea.embed import TUNE_GRID, AlignmentScorer, EmbedConfig, tune_config
 from tasks.methods.runtime import ItemContext, Tool, ToolCall
@@ -139,8 +140,6 @@ def build_candidate_tool(ctx: MethodContext, cfg: EmbedConfig, tune: bool = True
     With ``tune``, the weights and CSLS of ``cfg`` are replaced by the ones chosen on the train links; the config
     used becomes the side output ``ea_embed_config.json`` of the run.
     """
-    from tasks.datasets.store import ensure_kg, latest_dataset_folder
-
     ap = ensure_kg(ctx.dataset, ctx.root)
     folder = latest_dataset_folder(ctx.dataset, ctx.root)
     links = split_links(folder)

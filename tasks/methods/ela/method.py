@@ -21,6 +21,7 @@ from tasks.llm.types import ChatRequest, SamplingConfig
 from tasks.methods.base import Method, MethodContext, MethodSettings, source_index_paths
 from tasks.methods.prompt_files import PromptFolder
 from tasks.methods.runtime import AgentError, ItemContext, LLMCall, ToolCall
+from tasks.search.kb_indexes import search_tool
 
 PROMPTS = PromptFolder(__file__)
 SOURCE_NAMES = {"wikidata": "Wikidata", "wikipedia": "Wikipedia"}
@@ -236,8 +237,6 @@ class ElaMethod(Method):
 
     def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
         """Entity search over the KB: labels+aliases (wikidata) or article titles (wikipedia)."""
-        from tasks.search.kb_indexes import search_tool
-
         return {"entity_search": search_tool(ctx.kb_version, ctx.root, self.settings.source)}
 
     def index_paths(self, ctx: MethodContext) -> list[Path]:

@@ -30,15 +30,20 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from storage import layout
-from storage.parquet_io import part_files
+from storage.manifest import read_manifest
+from storage.parquet_io import part_files, read_table
 from tasks.llm.types import ChatRequest, SamplingConfig
-from tasks.methods.base import Method, MethodContext, MethodSettings
+from tasks.methods.base import Method, MethodContext, MethodSettings, UnknownSetting
 from tasks.methods.kgqa.agents import closed_book_kg_agent
 from tasks.methods.kgqa.method import KgOneHopMethod
 from tasks.methods.kgqa.tools import closed_book_kg_tools, kgqa_index_paths
 from tasks.methods.prompt_files import PromptFolder
 from tasks.methods.runtime import ItemContext, LLMCall, ToolCall
+from tasks.metrics.runs import RETRIEVAL_METRICS
+from tasks.search.kb_indexes import dense_passage_index, passage_index, passage_index_dir
 
 PROMPTS = PromptFolder(__file__)
 SQL_ARTICLES = layout.REPO_ROOT / "sql" / "er" / "articles_by_key.sql"
@@ -217,8 +222,6 @@ class _RagMethod(Method):
 
     def extra_metrics(self, task: str) -> list[str]:
         """Retrieval metrics on QA datasets (answer-string relevance means nothing for yes/no)."""
-        from tasks.metrics.runs import RETRIEVAL_METRICS
-
         return list(RETRIEVAL_METRICS) if task == "qa" else []
 
     def retriever(self, ctx: MethodContext):  # pragma: no cover - overridden
@@ -252,8 +255,6 @@ class BM25RagMethod(_RagMethod):
 
     def retriever(self, ctx: MethodContext):
         """BM25 over the KB passages, all queries of a step in one call."""
-        from tasks.search.kb_indexes import passage_index
-
         index = passage_index(ctx.kb_version, ctx.root)
 
         def tool(payloads: list[dict]) -> list[list[dict]]:
@@ -265,8 +266,6 @@ class BM25RagMethod(_RagMethod):
 
     def index_paths(self, ctx: MethodContext) -> list[Path]:
         """The passage BM25 index."""
-        from tasks.search.kb_indexes import passage_index_dir
-
         return [passage_index_dir(ctx.kb_version, "bm25", ctx.root)]
 
 
@@ -278,8 +277,6 @@ class DenseRagMethod(_RagMethod):
 
     def retriever(self, ctx: MethodContext):
         """Dense retrieval over the KB passages, all queries of a step encoded and searched in one call."""
-        from tasks.search.kb_indexes import dense_passage_index
-
         index, lookup = dense_passage_index(ctx.kb_version, ctx.root)
 
         def tool(payloads: list[dict]) -> list[list[dict]]:
@@ -295,8 +292,6 @@ class DenseRagMethod(_RagMethod):
 
     def index_paths(self, ctx: MethodContext) -> list[Path]:
         """The dense passage index (FAISS vectors + ids)."""
-        from tasks.search.kb_indexes import passage_index_dir
-
         return [passage_index_dir(ctx.kb_version, "dense", ctx.root)]
 
 
@@ -314,8 +309,6 @@ class ArticleStore:
         An exact ``source`` (the article a dataset question was written on) wins for the first entity; a
         QID prefers a real Wikipedia page (positive page id) over article texts from other sources.
         """
-        import duckdb
-
         qids = sorted({q for r in requests for q in r.get("qids", []) if q})
         titles = sorted({t.casefold() for r in requests for t in r.get("titles", []) if t})
         sources = sorted({r["source"] for r in requests if r.get("source")})
@@ -371,8 +364,6 @@ class ERMethod(Method):
     @classmethod
     def parse_settings(cls, raw: dict[str, str]) -> ERSettings:
         """Validate, including the ``entities`` source (``gold`` or ``run:<run_id>``)."""
-        from tasks.methods.base import UnknownSetting
-
         s = super().parse_settings(raw)
         if s.entities != "gold" and not _RUN_REF.match(s.entities):
             raise UnknownSetting(f"invalid --set entities={s.entities!r}: use 'gold' or 'run:<run_id>'")
@@ -380,8 +371,6 @@ class ERMethod(Method):
 
     def extra_metrics(self, task: str) -> list[str]:
         """Retrieval metrics over the ER documents (QA datasets), and ``hit1`` when entities come from a run."""
-        from tasks.metrics.runs import RETRIEVAL_METRICS
-
         out = list(RETRIEVAL_METRICS) if task == "qa" else []
         return out + (["hit1"] if _RUN_REF.match(self.settings.entities) else [])
 
@@ -442,9 +431,6 @@ def linked_entities(run_id: str, root: Path, dataset: str) -> dict[str, list[str
     Raises:
         LookupError: Unknown or unfinished run, or a run on another dataset.
     """
-    from storage.manifest import read_manifest
-    from storage.parquet_io import read_table
-
     rdir = layout.run_dir(run_id, root)
     manifest = read_manifest(rdir)
     if manifest is None:
