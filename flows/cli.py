@@ -37,6 +37,7 @@ from tasks.methods.base import UnknownSetting
 from tasks.methods.registry import UnknownMethod, get_method
 from tasks.runs.backends import close_backends
 from tasks.runs.config import RunConfig
+from tasks.runs.execute import compare_run_metrics
 
 EXIT_USAGE, EXIT_DATA, EXIT_MISSING, EXIT_OTHER, EXIT_NO_SPACE = 2, 3, 4, 1, 5
 # The demo's ELA run: sized so that `make demo` (cold warehouse, model conversion included) stays within 8 min
@@ -338,7 +339,6 @@ def cmd_eval(a: argparse.Namespace) -> int:
         _start_prefect()
         reports = evaluate_run(run_ids=[a.run_id] if a.run_id else None, all_runs=a.all, write=a.write)
     else:
-        from tasks.eval_tasks import compare_run_metrics  # heavy: pulls prefect
 
         reports = [{**compare_run_metrics(layout.safe_name(a.run_id, "run id")), "written": False}]
     bad = 0

@@ -1,7 +1,7 @@
 """Prefect tasks of metric recomputation (``linkedqa eval``): thin wrappers over ``tasks.runs.execute``.
 
-``compare_run_metrics`` is the Prefect-free comparison both the ``evaluate_run`` flow and the read-only
-``linkedqa eval RUN_ID`` (no ``--write``) use, so the two print the same table.
+``tasks.runs.execute.compare_run_metrics`` is the Prefect-free comparison both the ``evaluate_run`` flow and the
+read-only ``linkedqa eval RUN_ID`` (no ``--write``) use, so the two print the same table.
 """
 
 from __future__ import annotations
@@ -10,44 +10,7 @@ from pathlib import Path
 
 from prefect import task
 
-from storage import layout
-from storage.manifest import read_manifest
-from tasks.metrics.base import METRICS_FORMAT
-from tasks.runs.execute import EFFICIENCY_METRICS, recompute_metrics, rewrite_metrics, stored_metrics_format
-
-
-def _same(a: float | None, b: float | None) -> bool:
-    return a is b is None or (None not in (a, b) and abs(a - b) < 1e-9)
-
-
-def compare_run_metrics(run_id: str, root: Path | None = None) -> dict:
-    """Recompute a finished run's metrics from its stored predictions and compare them with the stored values.
-
-    Returns:
-        ``{"run_id", "stored_format", "current_format", "rows": [{"metric", "recomputed", "stored", "status"}],
-        "gone": [{"metric", "stored"}], "differ": int}``; ``status`` is ``same``, ``changed`` (stored under an
-        older metrics format) or ``mismatch`` (same format, different value); ``differ`` counts rows that are not
-        ``same`` plus the stored metrics no longer computed.
-
-    Raises:
-        LookupError: Unknown run id.
-    """
-    layout.safe_name(run_id, "run id")
-    manifest = read_manifest(layout.run_dir(run_id, root)) or {}
-    fmt = stored_metrics_format(manifest)
-    recomputed, stored = recompute_metrics(run_id, root)
-    stored_by = {r["metric"]: r["value"] for r in stored}
-    rows = []
-    for r in recomputed:
-        s = stored_by.get(r["metric"])
-        same = r["metric"] in stored_by and _same(s, r["value"])
-        rows.append({"metric": r["metric"], "recomputed": r["value"], "stored": s,
-                     "status": "same" if same else ("changed" if fmt != METRICS_FORMAT else "mismatch")})
-    names = {r["metric"] for r in recomputed}
-    gone = [{"metric": m, "stored": v} for m, v in stored_by.items() if m not in EFFICIENCY_METRICS and m not in names]
-    differ = sum(r["status"] != "same" for r in rows) + len(gone)
-    return {"run_id": run_id, "stored_format": fmt, "current_format": METRICS_FORMAT, "rows": rows, "gone": gone,
-            "differ": differ}
+from tasks.runs.execute import compare_run_metrics, rewrite_metrics
 
 
 @task(name="compare_metrics", task_run_name="compare {run_id}")

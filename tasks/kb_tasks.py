@@ -15,7 +15,7 @@ from storage.catalog import refresh_catalog
 from storage.manifest import read_manifest
 from tasks.dumps.base import Shard
 from tasks.kb.merge import merge_and_publish
-from tasks.kb.plan import BuildPlan, InputSpec, explicit_inputs, make_plan, sample_inputs
+from tasks.kb.plan import BuildPlan, InputSpec, plan_from_inputs
 from tasks.kb.stage import stage_shard
 from tasks.progress import resolve_mode, worker_init
 
@@ -36,41 +36,6 @@ def shutdown_pool() -> None:
     if _POOL is not None:
         _POOL.shutdown(cancel_futures=True)
         _POOL = None
-
-
-def plan_from_inputs(sample: bool = False, name: str | None = None, *, wikidata: list[str] = (),
-                     truthy: list[str] = (), kgtk: list[str] = (), triples: list[str] = (),
-                     wikipedia: list[str] = (), properties: list[str] = (), title_maps: list[str] = (),
-                     shards_per_file: int = 1, data_root: Path | None = None) -> BuildPlan:
-    """The one KB planning path (``linkedqa kb build`` and the ``build_kb_from_inputs`` flow): every input kind.
-
-    Args:
-        sample: Every real sample file under ``data_root`` (``LINKEDQA_DATA``); the explicit inputs are ignored.
-        name: KB name (``sample`` for the sample KB; default: the dump date in the first file name, else ``kb``).
-        wikidata: Wikidata JSON dumps / Special:EntityData files.
-        truthy: Wikidata truthy N-Triples.
-        kgtk: KGTK TSV files or folders.
-        triples: ``subject<TAB>property<TAB>object`` files.
-        wikipedia: pages-articles XML (``.bz2``).
-        properties: ``properties.json(.gz)`` label lists.
-        title_maps: ``QID;title;url`` maps.
-        shards_per_file: Byte-range shards per plain input file.
-        data_root: Where ``sample`` reads (default ``LINKEDQA_DATA``).
-
-    Returns:
-        The resolved plan (content-addressed version).
-    """
-    if sample:
-        specs = sample_inputs(data_root or layout.data_root(), shards_per_file)
-        name = name or "sample"
-    else:
-        def paths(xs):
-            return [Path(x) for x in xs or ()]
-
-        specs = explicit_inputs(wikidata=paths(wikidata), truthy=paths(truthy), kgtk=paths(kgtk),
-                                triples=paths(triples), wikipedia=paths(wikipedia), properties=paths(properties),
-                                title_maps=paths(title_maps), shards_per_file=shards_per_file)
-    return make_plan(name, specs)
 
 
 @task(name="plan_kb")

@@ -75,6 +75,15 @@ class ItemContext:
         """Append an agent-side record (e.g. the parsed action) to the trajectory."""
         self.trajectory.append({"kind": "note", **entry})
 
+    def count(self, comp: Completion) -> int:
+        """Add one LLM call's counters; returns its freshly generated tokens (0 for a response-cache hit)."""
+        self.llm_calls += 1
+        self.prompt_tokens += comp.prompt_tokens
+        self.completion_tokens += comp.completion_tokens
+        self.latency_s += comp.latency_s
+        self.cached_calls += int(comp.cached)
+        return 0 if comp.cached else comp.completion_tokens
+
 
 @dataclass
 class RuntimeStats:
@@ -142,6 +151,33 @@ def _default(o: Any) -> Any:
     if hasattr(o, "__dataclass_fields__"):
         return {k: getattr(o, k) for k in o.__dataclass_fields__}
     return str(o)
+
+
+def _llm_record(step: int, req: ChatRequest, comp: Completion) -> dict:
+    """The trajectory entry of one LLM call."""
+    return {"kind": "llm", "step": step, "prompt_hash": req.prompt_hash(), "raw_output": comp.text,
+            "prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens, "cached": comp.cached,
+            **({"prefix_cached_tokens": comp.prefix_cached_tokens} if not comp.cached else {}),
+            **({"error": comp.error} if comp.error else {})}
+
+
+def _outputs(items: Sequence[dict], ctxs: list[ItemContext], results: list[dict | None], errors: list[str | None],
+             id_key: str) -> list[dict]:
+    """One output per item, in input order: the agent's result plus the runtime's bookkeeping."""
+    out: list[dict] = []
+    for it, c, res, err in zip(items, ctxs, results, errors, strict=True):
+        row = dict(res or {})
+        row.update({
+            id_key: str(it[id_key]),
+            "trajectory": json.dumps(c.trajectory, ensure_ascii=False, default=_default),
+            "llm_calls": c.llm_calls,
+            "prompt_tokens": c.prompt_tokens,
+            "completion_tokens": c.completion_tokens,
+            "latency_s": round(c.latency_s, 4),
+            "error": err or row.get("error"),
+        })
+        out.append(row)
+    return out
 
 
 def prefix_order(requests: Sequence[ChatRequest]) -> list[int]:
@@ -297,21 +333,8 @@ def run_agents(
                 completions[k] = comp
             multi: dict[int, list[Completion]] = {}
             for (i, j), req, comp in zip(llm_slots, requests, completions, strict=True):
-                c = ctxs[i]
-                c.llm_calls += 1
-                c.prompt_tokens += comp.prompt_tokens
-                c.completion_tokens += comp.completion_tokens
-                c.latency_s += comp.latency_s
-                c.cached_calls += int(comp.cached)
-                if not comp.cached:
-                    fresh_tokens += comp.completion_tokens
-                c.trajectory.append(
-                    {"kind": "llm", "step": step, "prompt_hash": req.prompt_hash(), "raw_output": comp.text,
-                     "prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens,
-                     "cached": comp.cached,
-                     **({"prefix_cached_tokens": comp.prefix_cached_tokens} if not comp.cached else {}),
-                     **({"error": comp.error} if comp.error else {})}
-                )
+                fresh_tokens += ctxs[i].count(comp)
+                ctxs[i].trajectory.append(_llm_record(step, req, comp))
                 if j is None:
                     replies[i] = comp
                 else:
@@ -343,23 +366,7 @@ def run_agents(
 
     report(step)  # the final count (also after a step-limit stop)
     stats.wall_seconds = time.perf_counter() - t_start
-    out: list[dict] = []
-    for i, it in enumerate(items):
-        c = ctxs[i]
-        res = dict(results[i] or {})
-        res.update(
-            {
-                id_key: str(it[id_key]),
-                "trajectory": json.dumps(c.trajectory, ensure_ascii=False, default=_default),
-                "llm_calls": c.llm_calls,
-                "prompt_tokens": c.prompt_tokens,
-                "completion_tokens": c.completion_tokens,
-                "latency_s": round(c.latency_s, 4),
-                "error": errors[i] or res.get("error"),
-            }
-        )
-        out.append(res)
-    return out, stats
+    return _outputs(items, ctxs, results, errors, id_key), stats
 
 
 def run_agents_continuous(
@@ -509,13 +516,7 @@ def run_agents_continuous(
             stats.steps += 1
             for (i, j), comp in finished:
                 c = ctxs[i]
-                c.llm_calls += 1
-                c.prompt_tokens += comp.prompt_tokens
-                c.completion_tokens += comp.completion_tokens
-                c.latency_s += comp.latency_s
-                c.cached_calls += int(comp.cached)
-                if not comp.cached:
-                    fresh_tokens += comp.completion_tokens
+                fresh_tokens += c.count(comp)
                 if i not in waiting:
                     continue  # the item failed meanwhile
                 slot = waiting[i]
@@ -523,14 +524,8 @@ def run_agents_continuous(
                 if any(x is None for x in slot):
                     continue
                 # every call of the action answered: record them in call order (as the lockstep runtime does)
-                for req, done in zip(asked.pop(i), slot, strict=True):
-                    c.trajectory.append(
-                        {"kind": "llm", "step": actions[i], "prompt_hash": req.prompt_hash(),
-                         "raw_output": done.text, "prompt_tokens": done.prompt_tokens,
-                         "completion_tokens": done.completion_tokens, "cached": done.cached,
-                         **({"prefix_cached_tokens": done.prefix_cached_tokens} if not done.cached else {}),
-                         **({"error": done.error} if done.error else {})}
-                    )
+                c.trajectory += [_llm_record(actions[i], req, done)
+                                 for req, done in zip(asked.pop(i), slot, strict=True)]
                 del waiting[i]
                 value = list(slot) if i in multi_call else slot[0]
                 multi_call.discard(i)
@@ -541,18 +536,4 @@ def run_agents_continuous(
             sess.close()
     report()
     stats.wall_seconds = time.perf_counter() - t_start
-    out: list[dict] = []
-    for i, it in enumerate(items):
-        c = ctxs[i]
-        res = dict(results[i] or {})
-        res.update({
-            id_key: str(it[id_key]),
-            "trajectory": json.dumps(c.trajectory, ensure_ascii=False, default=_default),
-            "llm_calls": c.llm_calls,
-            "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens,
-            "latency_s": round(c.latency_s, 4),
-            "error": errors[i] or res.get("error"),
-        })
-        out.append(res)
-    return out, stats
+    return _outputs(items, ctxs, results, errors, id_key), stats
