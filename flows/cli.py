@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
 import shutil
 import sys
@@ -57,6 +58,11 @@ def setup_env(verbose: bool = False) -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")
     os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "false")
+    if not verbose:
+        # Prefect's background services (named after their class) warn on stderr while they drain at exit
+        # ("EventsWorker - Still processing items"); stderr holds only the error line and its hint
+        for service in ("EventsWorker", "APILogWorker"):
+            logging.getLogger(service).setLevel(logging.ERROR)
     if not verbose:
         # keep the progress lines readable: engines' INFO/WARNING chatter only with -v
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
