@@ -30,7 +30,6 @@ import time
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from tasks.llm import vllm_backend
 from tasks.llm.cached import CachedBackend
 from tasks.llm.scripted import ScriptedBackend
 from tasks.llm.types import ChatRequest, Completion, LLMBackend
@@ -129,7 +128,6 @@ class VLLMSession:
     def __init__(self, backend: Any):
 
         self.backend = backend
-        self._usage = vllm_backend.USAGE
         self._inflight: dict[str, tuple[Hashable, float]] = {}
         self._ready: list[tuple[Hashable, Completion]] = []
         self._lock = backend._entry.lock
@@ -146,25 +144,10 @@ class VLLMSession:
         if not items:
             return
         b = self.backend
-        limit = b.engine.max_model_len - 1
-        ok: list[Item] = []
-        params: list[Any] = []
         with self._lock:
-            for (tok, req), n in zip(items, b.count_prompt_tokens([r for _, r in items]), strict=True):
-                if isinstance(n, str):
-                    self._ready.append((tok, Completion(error=n)))
-                    continue
-                if n > limit:
-                    self._ready.append((tok, Completion(
-                        error=f"context length exceeded: {n} > {limit} (max_model_len={limit + 1} minus 1 output)",
-                        prompt_tokens=n)))
-                    continue
-                try:
-                    params.append(b.sampling_params(req, b._entry.is_cpu))
-                except Exception as e:  # noqa: BLE001 - a bad request fails alone
-                    self._ready.append((tok, Completion(error=f"invalid sampling params: {e}", prompt_tokens=n)))
-                    continue
-                ok.append((tok, req))
+            idx, params, failed = b.precheck([r for _, r in items])
+            self._ready += [(items[i][0], c) for i, c in failed.items()]
+            ok = [items[i] for i in idx]
             if not ok:
                 return
             now = time.perf_counter()
@@ -191,13 +174,7 @@ class VLLMSession:
             if not getattr(o, "finished", False) or str(o.request_id) not in self._inflight:
                 continue
             tok, t0 = self._inflight.pop(str(o.request_id))
-            c = o.outputs[0]
-            comp = Completion(text=c.text, prompt_tokens=len(o.prompt_token_ids or ()),
-                              completion_tokens=len(c.token_ids), latency_s=now - t0, finish_reason=c.finish_reason,
-                              prefix_cached_tokens=int(getattr(o, "num_cached_tokens", None) or 0))
-            self._usage["requests"] += 1
-            self._usage["prompt_tokens"] += comp.prompt_tokens
-            self._usage["completion_tokens"] += comp.completion_tokens
+            comp = self.backend.completion(o, now - t0)
             out.append((tok, comp))
         if self._inflight and not self.backend.llm.llm_engine.has_unfinished_requests():
             # never spin on requests the engine no longer holds: fail them (a re-run retries them)

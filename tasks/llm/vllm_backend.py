@@ -290,6 +290,56 @@ class VLLMBackend:
             structured_outputs=structured_outputs(req),
         )
 
+    def precheck(self, requests: list[ChatRequest]) -> tuple[list[int], list[Any], dict[int, Completion]]:
+        """Check requests before they reach the engine: chat template, context length, sampling parameters.
+
+        Shared by ``generate`` and the continuous session (``tasks/llm/streaming.VLLMSession``); a failing
+        request fails alone.
+
+        Returns:
+            ``(ok, params, failed)``: indexes of the requests to send, their ``SamplingParams`` (same order),
+            and a ``Completion`` with the error for each other index.
+        """
+        mml = self.engine.max_model_len
+        limit = mml - 1
+        ok: list[int] = []
+        params: list[Any] = []
+        failed: dict[int, Completion] = {}
+        for i, (req, n) in enumerate(zip(requests, self.count_prompt_tokens(requests), strict=True)):
+            if isinstance(n, str):
+                failed[i] = Completion(error=n)
+                continue
+            if n > limit:
+                failed[i] = Completion(
+                    error=f"context length exceeded: {n} > {limit} (max_model_len={mml} minus 1 output)",
+                    prompt_tokens=n,
+                )
+                continue
+            try:
+                params.append(self.sampling_params(req, self._entry.is_cpu))
+            except Exception as e:
+                failed[i] = Completion(error=f"invalid sampling params: {e}", prompt_tokens=n)
+                continue
+            ok.append(i)
+        return ok, params, failed
+
+    @staticmethod
+    def completion(output: Any, latency_s: float) -> Completion:
+        """A finished ``vllm.RequestOutput`` as a ``Completion``, counted in ``USAGE``."""
+        c = output.outputs[0]
+        comp = Completion(
+            text=c.text,
+            prompt_tokens=len(output.prompt_token_ids or ()),
+            completion_tokens=len(c.token_ids),
+            latency_s=latency_s,
+            finish_reason=c.finish_reason,
+            prefix_cached_tokens=int(getattr(output, "num_cached_tokens", None) or 0),
+        )
+        USAGE["requests"] += 1
+        USAGE["prompt_tokens"] += comp.prompt_tokens
+        USAGE["completion_tokens"] += comp.completion_tokens
+        return comp
+
     def _chat(self, reqs: list[ChatRequest], params: list[Any]) -> list[Completion]:
         convs = [[dict(m) for m in r.messages] for r in reqs]
         t0 = time.perf_counter()
@@ -297,24 +347,7 @@ class VLLMBackend:
         wall = time.perf_counter() - t0
         if len(outs) != len(reqs):
             raise RuntimeError(f"vLLM returned {len(outs)} outputs for {len(reqs)} prompts")
-        per = wall / len(reqs)
-        USAGE["requests"] += len(outs)
-        USAGE["prompt_tokens"] += sum(len(o.prompt_token_ids or ()) for o in outs)
-        USAGE["completion_tokens"] += sum(len(o.outputs[0].token_ids) for o in outs)
-        res = []
-        for o in outs:
-            c = o.outputs[0]
-            res.append(
-                Completion(
-                    text=c.text,
-                    prompt_tokens=len(o.prompt_token_ids or ()),
-                    completion_tokens=len(c.token_ids),
-                    latency_s=per,
-                    finish_reason=c.finish_reason,
-                    prefix_cached_tokens=int(getattr(o, "num_cached_tokens", None) or 0),
-                )
-            )
-        return res
+        return [self.completion(o, wall / len(reqs)) for o in outs]
 
     def _abort_leftovers(self) -> None:
         """After a failed ``llm.chat``, abort requests still queued so they cannot leak into the next call."""
@@ -332,27 +365,10 @@ class VLLMBackend:
         if not requests:
             return []
         out: list[Completion | None] = [None] * len(requests)
-        mml = self.engine.max_model_len
-        limit = mml - 1
-        ok: list[int] = []
-        params: list[Any] = []
         with self._entry.lock:
-            for i, (req, n) in enumerate(zip(requests, self.count_prompt_tokens(requests), strict=True)):
-                if isinstance(n, str):
-                    out[i] = Completion(error=n)
-                    continue
-                if n > limit:
-                    out[i] = Completion(
-                        error=f"context length exceeded: {n} > {limit} (max_model_len={mml} minus 1 output)",
-                        prompt_tokens=n,
-                    )
-                    continue
-                try:
-                    params.append(self.sampling_params(req, self._entry.is_cpu))
-                except Exception as e:
-                    out[i] = Completion(error=f"invalid sampling params: {e}", prompt_tokens=n)
-                    continue
-                ok.append(i)
+            ok, params, failed = self.precheck(requests)
+            for i, c in failed.items():
+                out[i] = c
             if ok:
                 try:
                     for i, c in zip(ok, self._chat([requests[i] for i in ok], params), strict=True):
