@@ -9,6 +9,10 @@ columns, the bulk form used on the KB build's hot path (one object per entity in
 
 Bad records become ``rejects`` rows (source_file, offset, line, reason, first 200 bytes); a truncated compressed
 stream or unreadable file raises ``DumpError`` naming the file and offset, so nothing partial is published.
+
+Sharding: a plain line file is split into byte ranges; a ``.gz``/``.bz2`` line file is split the same way over
+its decompressed bytes, read through a persisted seek index (``tasks.dumps.seekable``); a ``.xz`` file is one
+single-stream shard.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tasks.dumps.errors import DumpError
+from tasks.dumps.seekable import open_at, seek_index, seekable
 from tasks.progress import active_byte_counter
 
 Row = dict[str, Any]
@@ -49,18 +55,16 @@ class RowBlock:
             yield dict(zip(names, values, strict=True))
 
 
-class DumpError(RuntimeError):
-    """Unreadable input (truncated gzip/bz2 stream, I/O error): names the file and the offset reached."""
-
-
 @dataclass(frozen=True)
 class Shard:
     """A contiguous slice of one input file.
 
     For plain (uncompressed) line files it is a byte range ``[start, end)``: the reader skips the partial first
     line (unless start == 0) and reads the line that crosses ``end``, so shards tile the file exactly.
-    Compressed streams cannot be seeked: they are sharded by line number ``[start, end)`` over the
-    decompressed stream instead (``by_lines=True``); each shard decompresses and skips up to its start.
+    A ``.gz``/``.bz2`` file is sharded the same way over its decompressed bytes when ``seek_index`` names its
+    seek index (``tasks.dumps.seekable``; ``end`` is then the decompressed size for the last shard). Without
+    an index a compressed stream is read from its start, by line number ``[start, end)`` (``by_lines=True``;
+    each shard decompresses and skips up to its start): the single-stream path, and the only one for ``.xz``.
 
     Attributes:
         index: Shard number, 0-based.
@@ -68,6 +72,7 @@ class Shard:
         start: First byte (or line) of the shard.
         end: End byte (or line), exclusive; ``None`` means end of file.
         by_lines: Whether start/end count lines instead of bytes.
+        seek_index: Seek index file of a compressed file sharded by decompressed byte range.
     """
 
     index: int = 0
@@ -75,6 +80,7 @@ class Shard:
     start: int = 0
     end: int | None = None
     by_lines: bool = False
+    seek_index: str | None = None
 
 
 _COUNTED_BUFFER = 64 << 10  # bytes per buffer fill (= per counter update) of a counted file
@@ -208,15 +214,18 @@ def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int, int, b
 
     Args:
         path: Input file (plain, .gz, .bz2, .xz).
-        shard: Slice to read.
+        shard: Slice to read (a byte range of a compressed file needs its ``seek_index``).
     """
+    path = Path(path)
     compressed = is_compressed(path)
-    if compressed and not shard.by_lines and (shard.start or shard.end is not None):
-        raise ValueError(f"{path}: compressed files are sharded by lines, not bytes")
+    indexed = compressed and shard.seek_index is not None and not shard.by_lines
+    if compressed and not shard.by_lines and not indexed and (shard.start or shard.end is not None):
+        raise ValueError(f"{path}: a byte range of a compressed file needs its seek index "
+                         "(tasks.dumps.base.byte_shards); .xz files are sharded by lines")
     offset = 0
     lineno = 0
     try:
-        with open_text_stream(path) as fh:
+        with (open_at(path, shard.seek_index, active_byte_counter()) if indexed else open_text_stream(path)) as fh:
             if not shard.by_lines and shard.start > 0:
                 fh.seek(shard.start - 1)
                 # if the byte before start is a newline, the shard starts on a line boundary
@@ -243,15 +252,34 @@ def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int, int, b
                     if lineno >= 0:
                         lineno += 1
                 offset += len(line)
-    except (EOFError, OSError, lzma.LZMAError, gzip.BadGzipFile) as exc:
+    except (EOFError, OSError, lzma.LZMAError, gzip.BadGzipFile) as exc:  # DecompressError is an OSError
         raise DumpError(f"{path}: unreadable after byte offset {offset} (decompressed): {exc}") from exc
 
 
-def byte_shards(path: Path, n: int) -> list[Shard]:
-    """Split a plain file into ``n`` byte-range shards (or compressed files into one line-range shard)."""
-    if is_compressed(path) or n <= 1:
-        return [Shard(0, 1, 0, None, by_lines=is_compressed(path))]
-    size = path.stat().st_size
+def byte_shards(path: Path, n: int, cache: Path | None = None) -> list[Shard]:
+    """Split a line file into ``n`` byte-range shards that tile it (``.gz``/``.bz2``: its decompressed bytes).
+
+    A compressed file with ``n > 1`` gets its seek index first (``tasks.dumps.seekable.seek_index``: one full
+    parallel decompression, persisted under ``cache`` and reused); ``.xz`` files, and compressed files with
+    ``n <= 1``, are one single-stream shard (``by_lines=True``).
+
+    Args:
+        path: The file.
+        n: Shards wanted.
+        cache: Folder of seek indexes (default ``<LINKEDQA_HOME>/cache/dump-index``).
+
+    Raises:
+        DumpError: A compressed file that is corrupt or truncated (found while indexing).
+    """
+    path = Path(path)
+    compressed = is_compressed(path)
+    if n <= 1 or (compressed and not seekable(path)):
+        return [Shard(0, 1, 0, None, by_lines=compressed)]
+    if compressed:
+        index = seek_index(path, cache)
+        size, last, name = index.size, index.size, str(index.path)
+    else:
+        size, last, name = path.stat().st_size, None, None
     step = max(1, size // n)
-    bounds = [i * step for i in range(n)] + [size]
-    return [Shard(i, n, bounds[i], bounds[i + 1] if i < n - 1 else None) for i in range(n)]
+    bounds = [i * step for i in range(n)] + [last]
+    return [Shard(i, n, bounds[i], bounds[i + 1], seek_index=name) for i in range(n)]

@@ -85,7 +85,8 @@ def _spec(kind: str, path: Path, source: str, shards_per_file: int) -> InputSpec
     if not path.is_file():
         raise FileNotFoundError(f"input not found: {path}")
     line_kinds = {"wikidata-json", "kgtk", "triples", "ntriples"}
-    if kind in line_kinds and not is_compressed(path):
+    if kind in line_kinds:
+        # byte ranges; of the decompressed bytes for .gz/.bz2 (seek index built once, cached); .xz: one shard
         shards = tuple(byte_shards(path, shards_per_file))
     elif kind == "wikipedia" and shards_per_file > 1:
         # XML is sharded by page ordinal (page i goes to shard i % n), see tasks/dumps/wikipedia_xml.py

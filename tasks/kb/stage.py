@@ -41,6 +41,8 @@ def shard_bytes(spec: InputSpec, shard: Shard) -> int | None:
     size = path.stat().st_size
     if shard.by_lines:
         return size  # compressed: every line shard decompresses from the start (an upper bound)
+    if shard.seek_index is not None:
+        return (shard.end or 0) - shard.start or None  # compressed, read by decompressed range: counts those bytes
     return max(0, (size if shard.end is None else min(shard.end, size)) - shard.start) or None
 
 

@@ -13,7 +13,7 @@ KILLED = -signal.SIGKILL
 
 
 def kb_args(data: Path) -> list[str]:
-    """A small explicit KB input set (5 shards: 2 triple files x 2 byte shards + one KGTK label file)."""
+    """A small explicit KB input set (6 shards: 3 files x 2 byte shards; the KGTK .gz by decompressed bytes)."""
     return ["kb", "build", "--name", "faults",
             "--triples", str(data / "codex/triples/codex-s/valid.txt"), str(data / "codex/triples/codex-s/test.txt"),
             "--kgtk", str(data / "kgtk-arnold/labels.en.tsv.gz"), "--shards", "2"]

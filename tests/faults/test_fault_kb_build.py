@@ -48,7 +48,7 @@ def test_kb_build_killed_at_three_points_resumes_to_identical_tables(cli, ref_kb
     # 2. during the merge: aliases merged and marked, claims written but not marked
     rc, out = cli(home, "merge-after:claims", args)
     assert rc == KILLED, out[-2000:]
-    assert len(list(staging.glob("*/s*of*/_done.json"))) == 5
+    assert len(list(staging.glob("*/s*of*/_done.json"))) == 6
     assert (staging / "_merged" / "aliases.json").is_file()
     assert not (staging / "_merged" / "claims.json").exists()
     assert list((vdir / "claims").glob("part-*.parquet"))
