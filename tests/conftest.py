@@ -47,6 +47,20 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
+def prefect_api(prefect_harness) -> str:
+    """URL of the session's Prefect test API, for CLI subprocesses.
+
+    A ``linkedqa`` command that runs a flow starts its own temporary Prefect server unless ``PREFECT_API_URL`` is
+    set (5-8 s per command on 2 cores). CLI tests that are not about that server's life cycle pass this URL;
+    the user's path (no ``PREFECT_*`` in the environment, own server) stays covered by the demo test, the ELA
+    signal/kill tests and ``tests/faults/test_fault_signals.py``.
+    """
+    from prefect.settings import PREFECT_API_URL
+
+    return str(PREFECT_API_URL.value())
+
+
+@pytest.fixture(scope="session")
 def session_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A LINKEDQA_HOME shared by the session's end-to-end tests (sample KB built once)."""
     h = tmp_path_factory.mktemp("session_home") / "warehouse"

@@ -213,11 +213,9 @@ def wikipedia_xml(data_root: Path, rel: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def api(prefect_harness) -> str:
+def api(prefect_api: str) -> str:
     """URL of the session's Prefect test server, for the subprocesses that run a flow."""
-    from prefect.settings import PREFECT_API_URL
-
-    return str(PREFECT_API_URL.value())
+    return prefect_api
 
 
 # ------------------------------------------------------------------------------------ truncated compressed dumps
@@ -472,8 +470,8 @@ def test_giant_page_is_stored_whole_in_memory_bounded_by_the_page(tmp_path, data
 # --------------------------------------------------------------------------------------- names and settings
 @pytest.mark.parametrize("args", [["data", "load", "no-such-set"], ["run", "ela", "--dataset", "no-such-set"]],
                          ids=["data-load", "run"])
-def test_unknown_dataset_lists_the_known_ones(tmp_path, data_root, args):
-    ran = linkedqa(*args, home=tmp_path / "wh", data=data_root)
+def test_unknown_dataset_lists_the_known_ones(tmp_path, data_root, args, api):
+    ran = linkedqa(*args, home=tmp_path / "wh", data=data_root, api=api)
     assert ran.code == 2
     line = ran.error_line
     assert line.startswith("error: unknown dataset 'no-such-set'; known datasets: ")
@@ -493,8 +491,8 @@ def test_unknown_dataset_lists_the_known_ones(tmp_path, data_root, args):
     (["run", "ela", "--dataset", "webqsp-el", "--set", "k=many"], "error: invalid --set value for 'ela': k: ",
      ["valid integer"]),
 ], ids=["method", "set-key", "set-key-tog", "set-type"])
-def test_unknown_method_or_setting_is_one_line_with_the_valid_names(tmp_path, data_root, args, start, needles):
-    ran = linkedqa(*args, home=tmp_path / "wh", data=data_root)
+def test_unknown_method_or_setting_is_one_line_with_the_valid_names(tmp_path, data_root, args, start, needles, api):
+    ran = linkedqa(*args, home=tmp_path / "wh", data=data_root, api=api)
     assert ran.code == 2, ran.err
     line = ran.error_line
     assert line.startswith(start), line
@@ -512,7 +510,7 @@ def test_unknown_method_or_setting_is_one_line_with_the_valid_names(tmp_path, da
     (["kb", "build", "--wikidata", "ENTITY", "--name", "../x"], "KB name"),
     (["eval", "../x"], "run id"),
 ], ids=["run-dataset", "data-load", "data-import-name", "kb-name", "eval-run-id"])
-def test_path_traversal_in_a_name_is_refused_and_writes_nothing_outside_home(tmp_path, data_root, args, what):
+def test_path_traversal_in_a_name_is_refused_and_writes_nothing_outside_home(tmp_path, data_root, args, what, api):
     qfile = tmp_path / "in" / "qs.jsonl"
     qfile.parent.mkdir()
     real = json.loads((data_root / "webqsp-el/webqsp.test.entities.with_classes.json").read_text())[:2]
@@ -522,24 +520,24 @@ def test_path_traversal_in_a_name_is_refused_and_writes_nothing_outside_home(tmp
     home = tmp_path / "box" / "wh"
     home.mkdir(parents=True)
     before = tree(tmp_path, home)
-    ran = linkedqa(*args, home=home, data=data_root)
+    ran = linkedqa(*args, home=home, data=data_root, api=api)
     assert ran.code == 2, ran.err
     assert ran.error_line.startswith(f"error: invalid {what} '../x': use letters, digits")
     assert tree(tmp_path, home) == before
     assert not [p for p in home.rglob("*") if p.is_file() and not p.is_relative_to(home / ".prefect")]
 
 
-def test_codex_negatives_are_refused(tmp_path, data_root):
+def test_codex_negatives_are_refused(tmp_path, data_root, api):
     neg = data_root / NEGATIVES
     home = tmp_path / "wh"
-    ran = linkedqa("kb", "build", "--triples", str(neg), "--name", "neg", home=home, data=data_root)
+    ran = linkedqa("kb", "build", "--triples", str(neg), "--name", "neg", home=home, data=data_root, api=api)
     assert ran.code == 2, ran.err
     assert ran.error_line == f"error: {neg}: *_negatives files hold FALSE triples and are never imported as claims"
     assert not (home / "kb").exists()
 
 
 # --------------------------------------------------------------------------------------- question files
-def test_malformed_question_jsonl_reports_line_numbers_and_imports_the_rest(tmp_path, data_root):
+def test_malformed_question_jsonl_reports_line_numbers_and_imports_the_rest(tmp_path, data_root, api):
     real = json.loads((data_root / "webqsp-el/webqsp.test.entities.with_classes.json").read_text())[:6]
     good = [{"id": r["question_id"], "question": r["utterance"], "gold_entities": [r["main_entity"]]}
             for r in real]
@@ -559,7 +557,7 @@ def test_malformed_question_jsonl_reports_line_numbers_and_imports_the_rest(tmp_
     f = tmp_path / "qs.jsonl"
     f.write_bytes(b"\n".join(lines) + b"\n")
     home = tmp_path / "wh"
-    ran = linkedqa("data", "import", str(f), "--name", "mine", home=home, data=data_root)
+    ran = linkedqa("data", "import", str(f), "--name", "mine", home=home, data=data_root, api=api)
     assert ran.code == 0, ran.err
     assert "mine: {'test': 3} imported, 5 line(s) rejected" in ran.out
     printed = re.findall(r"^  line (\d+): (.*)$", ran.out, re.M)
@@ -579,7 +577,7 @@ def test_malformed_question_jsonl_reports_line_numbers_and_imports_the_rest(tmp_
     assert [r["offset"] for r in rej] == starts[1:6]
 
 
-def test_question_file_lines_in_latin1_are_rejected_with_line_numbers(tmp_path, data_root):
+def test_question_file_lines_in_latin1_are_rejected_with_line_numbers(tmp_path, data_root, api):
     """Real QALD-10 questions, two of them saved as Latin-1 (the classic wrong-encoding file)."""
     qald = json.loads((data_root / "qald-10/qald_10.json").read_text())["questions"]
     picked = [(str(q["id"]), s["string"]) for q in qald for s in q["question"]
@@ -590,7 +588,7 @@ def test_question_file_lines_in_latin1_are_rejected_with_line_numbers(tmp_path, 
     f = tmp_path / "qald-latin1.jsonl"
     f.write_bytes(b"\n".join(lines) + b"\n")
     home = tmp_path / "wh"
-    ran = linkedqa("data", "import", str(f), "--name", "latin", home=home, data=data_root)
+    ran = linkedqa("data", "import", str(f), "--name", "latin", home=home, data=data_root, api=api)
     assert ran.code == 0, ran.err
     assert "latin: {'test': 2} imported, 2 line(s) rejected" in ran.out
     printed = re.findall(r"^  line (\d+): (.*)$", ran.out, re.M)
@@ -644,7 +642,7 @@ def test_er_naming_an_unknown_run_is_exit_4(wikipedia_build, data_root, api):
     real = json.loads((data_root / "webqsp-el/webqsp.test.entities.with_classes.json").read_text())[:2]
     f = b.home.parent / "er-qs.jsonl"
     f.write_text("".join(json.dumps({"id": r["question_id"], "question": r["utterance"]}) + "\n" for r in real))
-    imp = linkedqa("data", "import", str(f), "--name", "erqs", home=b.home, data=data_root)
+    imp = linkedqa("data", "import", str(f), "--name", "erqs", home=b.home, data=data_root, api=api)
     assert imp.code == 0, imp.err
     ran = linkedqa("run", "er", "--dataset", "erqs", "--set", "entities=run:no-such-run", "--backend", "openai",
                    "--base-url", "http://127.0.0.1:9/v1", "--model", "none", home=b.home, data=data_root, api=api)
