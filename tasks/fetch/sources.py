@@ -39,6 +39,7 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+from storage.done import sweep_temps, temp_path
 from storage.manifest import write_json_atomic
 from tasks.datasets.registry import get_spec
 from tasks.fetch.http import (
@@ -280,7 +281,8 @@ def fetch_benchmark_file(bf: BenchmarkFile, root: Path, *, mirror: str | None = 
     except ChecksumMismatch:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    tmp = dest.with_name(dest.name + ".tmp")
+    sweep_temps(dest.parent, (f"{dest.name}.tmp-*",), recursive=False)  # what a killed fetch of dest left
+    tmp = temp_path(dest)  # <name>.tmp-<pid>: two fetches of one file never share a temp
     note = _resumed(res)
     if isinstance(bf.post, Gzip):
         tool = _gzip_like_collector(raw, tmp, bf.post)
