@@ -200,6 +200,10 @@ class BM25Index:
     SEARCH_FIELDS: ClassVar[dict[str, float]]
     #: Tie-breaker of the disjunction-max (0 = pure max of the fields' scores).
     TIE_BREAKER: ClassVar[float] = 0.1
+    #: ``False``: one disjunction-max over the fields, each scoring the whole query (an entity is scored by its
+    #: best field). ``True``: one disjunction-max over the fields per distinct query term, and the terms' scores
+    #: added up, so terms found in different fields (one in the label, one in an alias) count together.
+    PER_TERM: ClassVar[bool] = False
     #: Raw (untokenized) fields holding :func:`query_key` of names, with the constant bonus of an exact match.
     EXACT_FIELDS: ClassVar[dict[str, float]] = {}
     #: Raw fields holding :func:`raw_key` of names (punctuation kept), with their bonus: separates
@@ -305,6 +309,7 @@ class BM25Index:
                 "exact_fields": cls.EXACT_FIELDS,
                 "raw_exact_fields": cls.RAW_EXACT_FIELDS,
                 "tie_breaker": cls.TIE_BREAKER,
+                "per_term": cls.PER_TERM,
                 "tantivy": getattr(tantivy, "__version__", "?"),
                 **(extra_meta or {}),
             }
@@ -344,19 +349,23 @@ class BM25Index:
         return f"{type(self).__name__}({str(self.folder)!r}, docs={len(self)})"
 
     # ----------------------------------------------------------------------------------------------- search
-    def _query(self, key: str, raw: str = "") -> tantivy.Query:
+    def _fields_query(self, text: str) -> tantivy.Query:
+        """BM25 of ``text`` (plain words) on each search field, boosted, combined by the disjunction-max."""
         per_field = []
         for field, boost in self.SEARCH_FIELDS.items():
-            q, _errors = self._index.parse_query_lenient(key, [field])
+            q, _errors = self._index.parse_query_lenient(text, [field])
             per_field.append(q if boost == 1.0 else tantivy.Query.boost_query(q, boost))
-        bm25 = (
-            per_field[0]
-            if len(per_field) == 1
-            else tantivy.Query.disjunction_max_query(per_field, self.TIE_BREAKER)
-        )
+        if len(per_field) == 1:
+            return per_field[0]
+        return tantivy.Query.disjunction_max_query(per_field, self.TIE_BREAKER)
+
+    def _query(self, key: str, raw: str = "") -> tantivy.Query:
+        if self.PER_TERM and len(self.SEARCH_FIELDS) > 1:
+            clauses = [(tantivy.Occur.Should, self._fields_query(term)) for term in dict.fromkeys(key.split())]
+        else:
+            clauses = [(tantivy.Occur.Should, self._fields_query(key))]
         if not self.EXACT_FIELDS and not self.RAW_EXACT_FIELDS:
-            return bm25
-        clauses = [(tantivy.Occur.Should, bm25)]
+            return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
         exact = [(f, b, key) for f, b in self.EXACT_FIELDS.items()]
         exact += [(f, b, raw) for f, b in self.RAW_EXACT_FIELDS.items() if raw]
         for field, bonus, value in exact:

@@ -4,10 +4,13 @@ Inputs: rows shaped like the ``entities`` table (``qid``, ``label``, ``descripti
 optional ``sitelinks`` / ``popularity``). Outputs: an on-disk tantivy index folder (see ``tasks.search.bm25``)
 and, at query time, ranked :class:`Candidate` lists.
 
-Ranking: BM25 on the label (boost 2.0) and on the aliases, combined with a disjunction-max (tie-breaker 0.1),
-so an entity is scored by its best-matching field rather than by how many aliases repeat the query words;
-plus a constant bonus when the whole normalised query equals the label (10) or an alias (5), and 1 more
-when it equals the label with punctuation kept. Equal scores are
+Ranking: per distinct query term, BM25 on the label (boost 2.0) and on the aliases combined with a
+disjunction-max (tie-breaker 0.1), and the terms' scores added up (``PER_TERM``): a term counts once, in its
+best field, so an entity is not favoured for how many aliases repeat a word, yet terms found in different
+fields add up ("jackie kennedy" finds Jacqueline Kennedy Onassis: "kennedy" in the label, "jackie" in the
+aliases; scoring the whole query per field, as before, took the best field only and ranked 50 entities
+named just "Jackie ..." above her); plus a constant bonus when the whole normalised query equals the label
+(10) or an alias (5), and 1 more when it equals the label with punctuation kept. Equal scores are
 ordered by popularity (sitelinks), more first. One document per QID: later rows with a QID already seen are
 skipped and counted in the done-marker (``_done.json``).
 
@@ -61,6 +64,7 @@ class EntityIndex(BM25Index):
         ]
     )
     SEARCH_FIELDS: ClassVar[dict[str, float]] = {"label": 2.0, "aliases": 1.0}
+    PER_TERM: ClassVar[bool] = True
     EXACT_FIELDS: ClassVar[dict[str, float]] = {"label_exact": 10.0, "alias_exact": 5.0}
     RAW_EXACT_FIELDS: ClassVar[dict[str, float]] = {"label_raw": 1.0}
     DEFAULT_K: ClassVar[int] = 50

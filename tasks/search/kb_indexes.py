@@ -290,7 +290,14 @@ def search_tool(kb_version: str, root: Path, source: str = "wikidata"):
 
     All queries of all payloads of one agent step go to the index in ONE ``search_many`` call.
     """
-    index = entity_index(kb_version, root) if source == "wikidata" else title_index(kb_version, root)
+    return index_search_tool(entity_index(kb_version, root) if source == "wikidata" else title_index(kb_version, root))
+
+
+def index_search_tool(index: Any):
+    """The batched tool of :func:`search_tool` over any object with ``search_many(queries, k)``.
+
+    An opened index; the benchmarks pass other rankings (a peer library) through the same tool.
+    """
 
     def tool(payloads: list[dict]) -> list[list[list[dict]]]:
         flat: list[str] = []

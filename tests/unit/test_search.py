@@ -111,6 +111,18 @@ def test_label_match_outranks_alias_match(entity_index: EntityIndex) -> None:
     assert entity_index.search("Gabon", 3)[0].qid == "Q1000"
 
 
+def test_query_terms_add_up_across_label_and_aliases(entity_index: EntityIndex) -> None:
+    # "kennedy" is in the label of Jacqueline Kennedy Onassis, "jackie" only in her aliases; scored per field
+    # (one disjunction-max over the whole query), the entities labelled "Jackie ..." all outranked her
+    top = [c.qid for c in entity_index.search("jackie kennedy", 10)]
+    assert "Q165421" in top[:3], top
+    # a one-term query ranks exactly as the whole-query disjunction-max did
+    before = type("WholeQuery", (EntityIndex,), {"PER_TERM": False}).open(entity_index.folder)
+    for query in ("Kennedy", "Boston", "jackie", "Beantown"):
+        assert entity_index.search(query, 20) == before.search(query, 20)
+    assert "Q165421" not in [c.qid for c in before.search("jackie kennedy", 10)]
+
+
 @pytest.mark.parametrize(
     "query",
     [
