@@ -62,7 +62,7 @@ def build_kb_from_inputs(sample: bool = True, name: str | None = None, wikidata:
                          truthy: list[str] | None = None, kgtk: list[str] | None = None,
                          triples: list[str] | None = None, wikipedia: list[str] | None = None,
                          properties: list[str] | None = None, title_maps: list[str] | None = None,
-                         shards_per_file: int = 1, workers: int = 1) -> ArtifactRef:
+                         shards_per_file: int = 1, workers: int = 1, languages: str | None = None) -> ArtifactRef:
     """Plan a KB from its inputs by kind, then ``build_kb`` as a subflow (``linkedqa kb build`` and deployments).
 
     Args:
@@ -77,11 +77,13 @@ def build_kb_from_inputs(sample: bool = True, name: str | None = None, wikidata:
         title_maps: ``QID;title;url`` maps.
         shards_per_file: Byte shards per plain input.
         workers: Worker processes.
+        languages: Label languages to keep, comma-separated (``en,mul``) or ``all``; default ``all`` for the
+            sample KB, ``en,mul`` (``tasks.kb.plan.DEFAULT_LANGUAGES``) otherwise. Part of the KB version.
 
     Returns:
         Reference to the published version (``extra``: row counts per table).
     """
     inputs = {"wikidata": wikidata or [], "truthy": truthy or [], "kgtk": kgtk or [], "triples": triples or [],
               "wikipedia": wikipedia or [], "properties": properties or [], "title_maps": title_maps or []}
-    plan = plan_kb_task(sample, name, inputs, shards_per_file)
+    plan = plan_kb_task(sample, name, inputs, shards_per_file, languages)
     return build_kb(plan, workers=workers)

@@ -32,6 +32,7 @@ from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
 from tasks.dumps.base import DumpError
 from tasks.fetch.http import ChecksumMismatch, FetchError
 from tasks.fetch.sources import DumpNotFound
+from tasks.kb.plan import ALL_LANGUAGES, DEFAULT_LANGUAGES, parse_languages
 from tasks.llm.env import configure_runtime_env
 from tasks.llm.models import prepare_embedded_model
 from tasks.methods.base import UnknownSetting
@@ -91,6 +92,15 @@ def _positive(kind: type, zero: bool = False):
     return parse
 
 
+def _languages(text: str) -> str:
+    """An argparse ``type=`` parser of ``--languages``: ``en,mul`` (normalised) or ``all``, else a usage error."""
+    try:
+        langs = parse_languages(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return ALL_LANGUAGES if langs is None else ",".join(langs)
+
+
 def _parse_sets(pairs: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for p in pairs or []:
@@ -118,7 +128,8 @@ def cmd_kb_build(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     ref = build_kb_from_inputs(sample=a.sample, name=a.name, wikidata=a.wikidata, truthy=a.truthy, kgtk=a.kgtk,
                                triples=a.triples, wikipedia=a.wikipedia, properties=a.properties,
-                               title_maps=a.title_map, shards_per_file=a.shards, workers=a.workers)
+                               title_maps=a.title_map, shards_per_file=a.shards, workers=a.workers,
+                               languages=a.languages)
     print(f"\nKB {ref.version} ready in {time.perf_counter() - t0:.1f}s  ({layout.kb_dir(ref.version)})")
     _print_counts(ref.extra)
     return 0
@@ -457,6 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--wikipedia", nargs="*", default=[], metavar="F", help="pages-articles XML (.bz2)")
     b.add_argument("--properties", nargs="*", default=[], metavar="F", help="properties.json(.gz) label lists")
     b.add_argument("--title-map", nargs="*", default=[], metavar="F", help="QID;title;url maps")
+    b.add_argument("--languages", type=_languages, default=None, metavar="CODES",
+                   help=f"label languages to keep: comma-separated Wikidata codes, or {ALL_LANGUAGES} (default: "
+                   f"{','.join(DEFAULT_LANGUAGES)}; {ALL_LANGUAGES} with --sample); part of the KB version")
     b.add_argument("--name", default=None, help="KB name (version = NAME-<hash8>)")
     b.add_argument("--shards", type=int, default=1, help="byte-range shards per plain input file")
     b.add_argument("--workers", type=int, default=1, help="worker processes for shards")

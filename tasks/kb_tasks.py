@@ -39,9 +39,10 @@ def shutdown_pool() -> None:
 
 
 @task(name="plan_kb")
-def plan_kb_task(sample: bool, name: str | None, inputs: dict[str, list[str]], shards_per_file: int) -> BuildPlan:
+def plan_kb_task(sample: bool, name: str | None, inputs: dict[str, list[str]], shards_per_file: int,
+                 languages: str | None = None) -> BuildPlan:
     """Resolve the build plan of a KB from its inputs by kind (``plan_from_inputs``)."""
-    return plan_from_inputs(sample, name, shards_per_file=shards_per_file, **inputs)
+    return plan_from_inputs(sample, name, shards_per_file=shards_per_file, languages=languages, **inputs)
 
 
 @task(name="stage_shard", task_run_name="stage {spec.kind}:{shard.index}/{shard.count}", retries=0)

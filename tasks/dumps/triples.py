@@ -21,6 +21,10 @@ set, the others are ``None``). Consecutive input rows about the same id are merg
 same id may still appear in several partial rows (other files, other shards, unsorted input), so the KB merge
 combines them (union of aliases / instance_of, first non-null of the other fields). Ranks: ``normal`` for KGTK
 edges, ``truthy`` for plain triples and N-Triples.
+
+``languages`` (the build's ``--languages``; ``None`` = all) keeps only the ``labels`` / ``aliases`` rows of those
+languages (a label file's rows are ``en``); the partial ``entities`` / ``properties`` rows (English texts) and the
+claims do not depend on it.
 """
 
 from __future__ import annotations
@@ -190,7 +194,8 @@ def _kgtk_header(path: Path) -> dict[str, int]:
     return cols
 
 
-def read_kgtk(path: Path | str, shard: Shard = Shard(), source: str | None = None) -> Iterator[TableRow]:
+def read_kgtk(path: Path | str, shard: Shard = Shard(), source: str | None = None,
+              languages: tuple[str, ...] | None = None) -> Iterator[TableRow]:
     """Stream a KGTK edge file into KB rows.
 
     Edge labels: ``label`` -> partial ``entities`` row + ``labels`` row (Q ids) or partial ``properties`` row
@@ -204,6 +209,8 @@ def read_kgtk(path: Path | str, shard: Shard = Shard(), source: str | None = Non
         path: KGTK TSV file (plain or compressed).
         shard: Slice to read (see ``tasks.dumps.base.Shard``).
         source: Value of the ``source`` column; defaults to the file name.
+        languages: Keep only these languages' ``labels`` / ``aliases`` rows (untagged text is ``en``); ``None`` =
+            every language.
 
     Yields:
         ``(table, row)`` pairs; malformed lines (wrong column count, bad ids, malformed values, invalid UTF-8)
@@ -252,10 +259,11 @@ def read_kgtk(path: Path | str, shard: Shard = Shard(), source: str | None = Non
                              "kgtk")
                 continue
             english = lang in (None, "en")
+            kept = is_item and (languages is None or (lang or "en") in languages)
             if label == "label":
                 if english:
                     group.set("label", ov)
-                if is_item:
+                if kept:
                     yield "labels", {"qid": node1, "lang": lang or "en", "label": ov}
             elif label == "description":
                 if english:
@@ -263,7 +271,7 @@ def read_kgtk(path: Path | str, shard: Shard = Shard(), source: str | None = Non
             else:
                 if english:
                     group.add("aliases", ov)
-                if is_item:
+                if kept:
                     yield "aliases", {"qid": node1, "alias": ov, "lang": lang or "en"}
         elif label == "datatype":
             group.set("datatype", ov)
@@ -413,7 +421,7 @@ def _label_kind(path: Path) -> str:
 
 
 def read_label_file(path: Path | str, shard: Shard = Shard(), source: str | None = None,
-                    kind: str | None = None) -> Iterator[TableRow]:
+                    kind: str | None = None, languages: tuple[str, ...] | None = None) -> Iterator[TableRow]:
     """Read an id -> English text file into partial ``entities`` / ``properties`` rows.
 
     TSV files ``ID<TAB>text`` (LitWD ``entity_labels_en.txt``, ``entity_aliases_en.txt``,
@@ -432,6 +440,8 @@ def read_label_file(path: Path | str, shard: Shard = Shard(), source: str | None
         source: Value of the ``source`` column; defaults to the file name.
         kind: ``label``, ``alias`` or ``description`` (plural forms accepted) for TSV files; inferred from
             the file name when ``None``.
+        languages: The ``labels`` / ``aliases`` rows (all ``en``) are kept when ``en`` is among these or when
+            ``None``.
 
     Yields:
         ``(table, row)`` pairs; malformed lines become ``rejects`` rows.
@@ -442,9 +452,10 @@ def read_label_file(path: Path | str, shard: Shard = Shard(), source: str | None
     """
     path = Path(path)
     src = source or path.name
+    en = languages is None or "en" in languages
     if path.name.lower().endswith((".json", ".json.gz", ".json.bz2")):
         if shard.index == 0:
-            yield from _read_label_json(path, src)
+            yield from _read_label_json(path, src, en)
         return
     kind = kind or _label_kind(path)
     kind = _KIND_ALIASES.get(kind, kind)
@@ -467,7 +478,8 @@ def read_label_file(path: Path | str, shard: Shard = Shard(), source: str | None
         if kind == "label":
             if item:
                 yield _entity_row(key, src, label=text)
-                yield "labels", {"qid": key, "lang": "en", "label": text}
+                if en:
+                    yield "labels", {"qid": key, "lang": "en", "label": text}
             else:
                 yield _property_row(key, label=text)
         elif kind == "description":
@@ -476,18 +488,20 @@ def read_label_file(path: Path | str, shard: Shard = Shard(), source: str | None
             aliases = _split_aliases(text)
             if item:
                 yield _entity_row(key, src, aliases=aliases)
-                for a in aliases:
+                for a in aliases if en else ():
                     yield "aliases", {"qid": key, "alias": a, "lang": "en"}
             else:
                 yield _property_row(key, aliases=aliases)
 
 
-def read_codex_json(path: Path | str, source: str | None = None) -> Iterator[TableRow]:
+def read_codex_json(path: Path | str, source: str | None = None,
+                    languages: tuple[str, ...] | None = None) -> Iterator[TableRow]:
     """Read a CoDEx ``{id: {label, description, wiki?}}`` JSON file (``relations.json``, ``types.json``).
 
     Args:
         path: The JSON file (loaded whole: small files).
         source: Value of the ``source`` column; defaults to the file name.
+        languages: The ``labels`` rows (all ``en``) are kept when ``en`` is among these or when ``None``.
 
     Yields:
         ``entities`` rows (enwiki_title from the ``wiki`` URL) + ``labels`` rows for Q ids, ``properties``
@@ -497,10 +511,10 @@ def read_codex_json(path: Path | str, source: str | None = None) -> Iterator[Tab
         DumpError: When the file cannot be read.
     """
     path = Path(path)
-    yield from _read_label_json(path, source or path.name)
+    yield from _read_label_json(path, source or path.name, languages is None or "en" in languages)
 
 
-def _read_label_json(path: Path, src: str) -> Iterator[TableRow]:
+def _read_label_json(path: Path, src: str, en: bool = True) -> Iterator[TableRow]:
     try:
         with open_text_stream(path) as fh:
             data = fh.read()
@@ -526,7 +540,7 @@ def _read_label_json(path: Path, src: str) -> Iterator[TableRow]:
             yield _property_row(key, label=label, description=desc)
             continue
         yield _entity_row(key, src, label=label, description=desc, enwiki_title=_wiki_title(rec.get("wiki")))
-        if label:
+        if label and en:
             yield "labels", {"qid": key, "lang": "en", "label": label}
 
 
@@ -579,7 +593,8 @@ def _entity_id(iri: str) -> str | None:
     return None
 
 
-def read_ntriples(path: Path | str, shard: Shard = Shard(), source: str | None = None) -> Iterator[TableRow]:
+def read_ntriples(path: Path | str, shard: Shard = Shard(), source: str | None = None,
+                  languages: tuple[str, ...] | None = None) -> Iterator[TableRow]:
     """Stream Wikidata truthy N-Triples into KB rows.
 
     Triples used (others, e.g. statement nodes, ``schema:name`` duplicates, other sitelinks, are skipped):
@@ -597,6 +612,8 @@ def read_ntriples(path: Path | str, shard: Shard = Shard(), source: str | None =
         path: N-Triples file (plain or compressed).
         shard: Slice to read.
         source: Value of the ``source`` column; defaults to the file name.
+        languages: Keep only these languages' ``labels`` / ``aliases`` rows (an untagged label is ``en``);
+            ``None`` = every language.
 
     Yields:
         ``(table, row)`` pairs; unparsable lines become ``rejects`` rows.
@@ -703,9 +720,9 @@ def read_ntriples(path: Path | str, shard: Shard = Shard(), source: str | None =
         done = group.switch(subj)
         if done is not None:
             yield done
-        item = subj[0] == "Q"
+        kept = subj[0] == "Q" and (languages is None or lang in languages)  # an item's row in a kept language
         if pred == _RDFS_LABEL:
-            if item:
+            if kept:
                 yield "labels", {"qid": subj, "lang": lang, "label": text}
             if lang == "en":
                 group.set("label", text)
@@ -715,7 +732,7 @@ def read_ntriples(path: Path | str, shard: Shard = Shard(), source: str | None =
             group.set("description", text)
         else:
             group.add("aliases", text)
-            if item:
+            if kept:
                 yield "aliases", {"qid": subj, "alias": text, "lang": "en"}
     done = group.flush()
     if done is not None:

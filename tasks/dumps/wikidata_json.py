@@ -14,7 +14,7 @@ Outputs (``(table, row)`` pairs, rows with exactly the columns of ``storage.sche
       ``mul``), English aliases (then ``mul`` aliases not already present), enwiki_title, sitelinks (count),
       instance_of (P31 item ids of non-deprecated statements), source.
     * ``aliases``: one row per alias in ``entities.aliases`` (lang ``en`` or ``mul``).
-    * ``labels``: one row per label in every language (``en`` included).
+    * ``labels``: one row per label in every language (``en`` included), or in the kept ``languages``.
     * ``claims``: one row per statement's main snak (qualifiers and references are not read): object_qid for
       item/property values, object_value as text for literals (see ``snak_value``), datatype, rank, source.
     * ``properties``: one row per property entity (pid, English label, description, aliases, datatype);
@@ -22,6 +22,12 @@ Outputs (``(table, row)`` pairs, rows with exactly the columns of ``storage.sche
     * ``rejects``: malformed JSON, missing/invalid id, wrong value types, unsupported entity types
       (lexemes, media-info, ...) with the file, byte offset, line number, reason and the first 200 bytes. A
       rejected line yields nothing else (entities are all-or-nothing).
+
+``languages`` (the build's ``--languages``) keeps only the ``labels`` / ``aliases`` rows of those languages; the
+``entities`` / ``properties`` rows and the claims do not depend on it (the entity's label still falls back to the
+first label of any language when it has no ``en`` or ``mul`` one). The labels of other languages are skipped at
+parse time like the descriptions and aliases of other languages: not decoded, so not validated either (a malformed
+label in a language that is not kept does not reject its entity).
 
 A truncated or corrupt compressed stream raises ``DumpError`` (from ``tasks.dumps.base.iter_lines``).
 
@@ -169,12 +175,13 @@ def _value(entry: object, what: str) -> str:
     raise BadEntity(f"{what} entry has no string value")
 
 
-def entity_rows(obj: object, source: str) -> list[TableRow]:
+def entity_rows(obj: object, source: str, languages: tuple[str, ...] | None = None) -> list[TableRow]:
     """Convert one parsed entity object to its output rows (all-or-nothing).
 
     Args:
         obj: The decoded JSON object of one entity (dump line or EntityData document).
         source: Value of the ``source`` column.
+        languages: Languages whose ``labels`` / ``aliases`` rows are kept (labels in this order); ``None`` = all.
 
     Returns:
         The ``entities``/``properties``, ``aliases``, ``labels`` and ``claims`` rows of the entity.
@@ -263,8 +270,10 @@ def entity_rows(obj: object, source: str) -> list[TableRow]:
                               "enwiki_title": enwiki_title, "sitelinks": len(sitelinks),
                               "instance_of": instance_of, "source": source}))
     for a, lang in zip(aliases, alias_langs, strict=True):
-        rows.append(("aliases", {"qid": eid, "alias": a, "lang": lang}))
-    for lang, entry in labels.items():
+        if languages is None or lang in languages:
+            rows.append(("aliases", {"qid": eid, "alias": a, "lang": lang}))
+    kept = labels.items() if languages is None else [(g, labels[g]) for g in languages if g in labels]
+    for lang, entry in kept:
         rows.append(("labels", {"qid": eid, "lang": lang, "label": _value(entry, "labels")}))
     return rows
 
@@ -338,7 +347,21 @@ if msgspec is not None:
         claims: dict[str, list[_Statement]] = {}
         sitelinks: dict[str, _Sitelink] = {}
 
+    class _EntitySomeLabels(msgspec.Struct, gc=False):
+        """``_Entity`` whose labels stay raw JSON: a build that keeps a few languages decodes only those."""
+
+        id: str
+        type: str | None = None
+        datatype: str | None = None
+        missing: str | None = None
+        labels: dict[str, msgspec.Raw] = {}
+        descriptions: dict[str, msgspec.Raw] = {}
+        aliases: dict[str, msgspec.Raw] = {}
+        claims: dict[str, list[_Statement]] = {}
+        sitelinks: dict[str, _Sitelink] = {}
+
     _decode_entity = msgspec.json.Decoder(_Entity).decode
+    _decode_entity_some_labels = msgspec.json.Decoder(_EntitySomeLabels).decode
     _decode_text = msgspec.json.Decoder(_Text).decode
     _decode_texts = msgspec.json.Decoder(list[_Text]).decode
     _MSGSPEC_ERRORS: tuple[type[Exception], ...] = (msgspec.ValidationError, msgspec.DecodeError)
@@ -346,23 +369,34 @@ else:  # pragma: no cover
     _MSGSPEC_ERRORS = ()
 
 
-def _fast_rows(line: bytes, source: str, blocks: bool = False) -> list[TableRow]:
+def _fast_rows(line: bytes, source: str, blocks: bool = False,
+               languages: tuple[str, ...] | None = None) -> list[TableRow]:
     """Typed decode of one well-formed entity line; raises ``_Fallback`` (or a msgspec error) otherwise.
 
-    With ``blocks`` the labels (every language: most rows of an item) come as one ``RowBlock`` per entity.
+    With ``blocks`` the labels (every language: most rows of an item) come as one ``RowBlock`` per entity. With
+    ``languages`` only those labels (and the fallback label of the ``entities`` row) are decoded.
     """
-    e = _decode_entity(line)
+    if languages is None:
+        e = _decode_entity(line)
+        labels = e.labels
+        lab = labels.get("en") or labels.get("mul")
+        if lab is None and labels:
+            lab = next(iter(labels.values()))
+        label = lab.value if lab is not None else None
+    else:
+        e = _decode_entity_some_labels(line)
+        raw = e.labels
+        labels = {g: _decode_text(raw[g]) for g in languages if g in raw}
+        # the entities row's label as without a filter: en, then mul, then the first language
+        fb = "en" if "en" in raw else "mul" if "mul" in raw else next(iter(raw), None)
+        lab = None if fb is None else labels[fb] if fb in labels else _decode_text(raw[fb])
+        label = lab.value if lab is not None else None
     eid = e.id
     etype = e.type
     if e.missing is not None or etype not in ("item", "property") or len(eid) < 2 or not eid[1:].isdigit():
         raise _Fallback
     if eid[0] != ("Q" if etype == "item" else "P"):
         raise _Fallback
-    labels = e.labels
-    lab = labels.get("en") or labels.get("mul")
-    if lab is None and labels:
-        lab = next(iter(labels.values()))
-    label = lab.value if lab is not None else None
     descs = e.descriptions
     desc = descs.get("en") or descs.get("mul")
     description = _decode_text(desc).value if desc is not None else None
@@ -432,7 +466,8 @@ def _fast_rows(line: bytes, source: str, blocks: bool = False) -> list[TableRow]
                          "enwiki_title": enwiki.title if enwiki is not None else None,
                          "sitelinks": len(sitelinks), "instance_of": instance_of, "source": source}))
     for a, lang in zip(aliases, alias_langs, strict=True):
-        append(("aliases", {"qid": eid, "alias": a, "lang": lang}))
+        if languages is None or lang in languages:
+            append(("aliases", {"qid": eid, "alias": a, "lang": lang}))
     if blocks:
         if labels:
             append(("labels", RowBlock({"qid": [eid] * len(labels), "lang": list(labels),
@@ -443,7 +478,8 @@ def _fast_rows(line: bytes, source: str, blocks: bool = False) -> list[TableRow]
     return rows
 
 
-def line_rows(line: bytes, source: str, fast: bool = True, blocks: bool = False) -> list[TableRow]:
+def line_rows(line: bytes, source: str, fast: bool = True, blocks: bool = False,
+              languages: tuple[str, ...] | None = None) -> list[TableRow]:
     """Convert one entity JSON text (no trailing comma) to its rows.
 
     Args:
@@ -452,6 +488,7 @@ def line_rows(line: bytes, source: str, fast: bool = True, blocks: bool = False)
         fast: Try the typed msgspec decoder first (falls back to orjson + ``entity_rows`` on anything
             unusual).
         blocks: Let the fast path return the labels as one ``RowBlock`` (same rows, fewer objects).
+        languages: Languages whose ``labels`` / ``aliases`` rows are kept (sorted codes); ``None`` = all.
 
     Returns:
         The entity's rows.
@@ -461,18 +498,19 @@ def line_rows(line: bytes, source: str, fast: bool = True, blocks: bool = False)
     """
     if fast and msgspec is not None:
         try:
-            return _fast_rows(line, source, blocks)
+            return _fast_rows(line, source, blocks, languages)
         except (_Fallback, BadEntity, UnicodeDecodeError, *_MSGSPEC_ERRORS):
             pass  # msgspec raises a bare UnicodeDecodeError for bad UTF-8 inside a string: orjson's path rejects it
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         raise BadEntity(f"malformed JSON: {exc}") from None
-    return entity_rows(obj, source)
+    return entity_rows(obj, source, languages)
 
 
 def read_wikidata_json(path: Path | str, shard: Shard = Shard(), source: str | None = None,
-                       fast: bool = True, blocks: bool = False) -> Iterator[TableRow]:
+                       fast: bool = True, blocks: bool = False,
+                       languages: tuple[str, ...] | None = None) -> Iterator[TableRow]:
     """Stream one Wikidata JSON dump (or line-delimited entity file) into KB rows.
 
     Lines ``[`` and ``]`` and blank lines are skipped; a trailing ``,`` is removed before decoding each
@@ -485,6 +523,8 @@ def read_wikidata_json(path: Path | str, shard: Shard = Shard(), source: str | N
         fast: Use the typed msgspec fast path (``False`` forces the orjson reference path; same rows).
         blocks: Yield each entity's labels as one ``RowBlock`` where the fast path applies (the KB build's
             stage step writes them in bulk; the rows are the same).
+        languages: Keep only these languages' ``labels`` / ``aliases`` rows (``tasks.kb.plan.parse_languages``
+            codes); ``None`` = every language.
 
     Yields:
         ``(table, row)`` pairs: ``entities``, ``aliases``, ``labels``, ``claims``, ``properties`` and
@@ -502,14 +542,15 @@ def read_wikidata_json(path: Path | str, shard: Shard = Shard(), source: str | N
         if line[-1:] == b",":
             line = line[:-1]
         try:
-            rows = line_rows(line, src, fast, blocks)
+            rows = line_rows(line, src, fast, blocks, languages)
         except BadEntity as exc:
             yield reject(path, str(exc), raw, offset, lineno, STAGE)
             continue
         yield from rows
 
 
-def read_entity_file(path: Path | str, source: str | None = None) -> Iterator[TableRow]:
+def read_entity_file(path: Path | str, source: str | None = None,
+                     languages: tuple[str, ...] | None = None) -> Iterator[TableRow]:
     """Read one whole-file entity JSON document (``Special:EntityData`` or a ``wbgetentities`` response).
 
     The file (plain or compressed) is loaded whole: these documents hold one or a few entities. Accepted
@@ -519,6 +560,7 @@ def read_entity_file(path: Path | str, source: str | None = None) -> Iterator[Ta
     Args:
         path: The JSON file.
         source: Value of the ``source`` column; defaults to the file name.
+        languages: Keep only these languages' ``labels`` / ``aliases`` rows; ``None`` = every language.
 
     Yields:
         The same rows as ``read_wikidata_json``; a document that is not an entity (e.g. a search response), or
@@ -550,7 +592,7 @@ def read_entity_file(path: Path | str, source: str | None = None) -> Iterator[Ta
         return
     for obj in objs:
         try:
-            rows = entity_rows(obj, src)
+            rows = entity_rows(obj, src, languages)
         except BadEntity as exc:
             yield reject(path, str(exc), orjson.dumps(obj)[:200], 0, None, STAGE)
             continue

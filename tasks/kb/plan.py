@@ -8,6 +8,7 @@ Outputs: a ``BuildPlan`` (frozen pydantic model): a list of ``InputSpec`` with t
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -50,6 +51,46 @@ KINDS = (
     "cmu-articles",
 )
 
+#: Label languages of a dump build (``linkedqa kb build`` without ``--sample`` and without ``--languages``): what
+#: the methods read. Every method reads the entities' English columns (label, description, aliases; ``mul``, the
+#: Wikidata label that holds for every language, is their fallback), which every choice keeps; no method reads the
+#: ``labels`` / ``aliases`` rows of other languages. ``all`` keeps every language (the sample KB's default).
+DEFAULT_LANGUAGES = ("en", "mul")
+ALL_LANGUAGES = "all"
+#: A Wikidata language code: lower-case letters, then ``-``-separated subtags (``en``, ``mul``, ``zh-hans``,
+#: ``be-tarask``, ``zh-min-nan``, ``tokipona``); upper case is folded.
+_LANG_CODE = re.compile(r"[a-z]{2,8}(?:-[a-z0-9]{1,8})*")
+
+
+def parse_languages(value: str | Iterable[str] | None) -> tuple[str, ...] | None:
+    """Normalise a ``--languages`` value: ``"en,mul"`` -> ``("en", "mul")``; ``"all"`` or ``None`` -> ``None``.
+
+    Args:
+        value: Comma-separated codes (``"en,mul"``), a list of codes, ``"all"``, or ``None`` (= all).
+
+    Returns:
+        The sorted, de-duplicated, lower-case codes, or ``None`` for every language.
+
+    Raises:
+        ValueError: When the value is empty, mixes ``all`` with codes, or holds a code that is not of the Wikidata
+            language-code form (letters, then ``-``-separated subtags: ``en``, ``zh-hans``).
+    """
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    codes = [str(c).strip().lower() for c in items]
+    if codes == [ALL_LANGUAGES]:
+        return None
+    if not codes or any(not c for c in codes):
+        raise ValueError(f"expected comma-separated language codes (e.g. en,mul) or all, got {value!r}")
+    if ALL_LANGUAGES in codes:
+        raise ValueError(f"'all' cannot be combined with language codes, got {value!r}")
+    bad = [str(raw).strip() for raw, c in zip(items, codes, strict=True) if not _LANG_CODE.fullmatch(c)]
+    if bad:
+        raise ValueError(f"{', '.join(map(repr, bad))}: not a Wikidata language code (letters, then '-'-separated "
+                         "subtags, e.g. en, mul, zh-hans); all keeps every language")
+    return tuple(sorted(set(codes)))
+
 
 class InputSpec(BaseModel):
     """One input file and how to read it."""
@@ -60,6 +101,8 @@ class InputSpec(BaseModel):
     path: str
     source: str
     shards: tuple[Shard, ...] = (Shard(),)
+    #: Label languages its reader keeps (``labels`` / ``aliases`` rows); ``None`` = every language.
+    languages: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -195,16 +238,23 @@ def explicit_inputs(
 _DATE = re.compile(r"(20\d{6})")
 
 
-def make_plan(name: str | None, specs: list[InputSpec], passage_words: int = 100) -> BuildPlan:
+def make_plan(name: str | None, specs: list[InputSpec], passage_words: int = 100,
+              languages: str | Iterable[str] | None = None) -> BuildPlan:
     """Resolve the KB version for a set of inputs.
 
     Args:
         name: KB name (default: the dump date found in the first input's file name, else ``kb``).
         specs: Inputs.
         passage_words: Words per Wikipedia passage.
+        languages: Label languages to keep (``parse_languages``: ``"en,mul"``, a list, ``"all"``); ``None`` =
+            every language. A choice other than all is part of the config, so of the version (and of every run id
+            on it); all leaves the config as it was before the option existed, so those versions stay valid.
 
     Returns:
         The plan; ``version = <name>-<hash8 of inputs+config>``.
+
+    Raises:
+        ValueError: Bad ``languages`` (``parse_languages``).
     """
     if not specs:
         raise LayoutError("no inputs: give --sample or at least one input file")
@@ -213,6 +263,10 @@ def make_plan(name: str | None, specs: list[InputSpec], passage_words: int = 100
         name = m.group(1) if m else "kb"
     safe_name(name, "KB name")
     config = {"build_format": BUILD_FORMAT, "passage_words": passage_words}
+    langs = parse_languages(languages)
+    if langs is not None:
+        config["languages"] = ",".join(langs)
+        specs = [s.model_copy(update={"languages": langs}) for s in specs]
     fingerprint = {
         "config": config,
         "inputs": [
@@ -227,7 +281,8 @@ def make_plan(name: str | None, specs: list[InputSpec], passage_words: int = 100
 def plan_from_inputs(sample: bool = False, name: str | None = None, *, wikidata: list[str] = (),
                      truthy: list[str] = (), kgtk: list[str] = (), triples: list[str] = (),
                      wikipedia: list[str] = (), properties: list[str] = (), title_maps: list[str] = (),
-                     shards_per_file: int = 1, data_root: Path | None = None) -> BuildPlan:
+                     shards_per_file: int = 1, data_root: Path | None = None,
+                     languages: str | Iterable[str] | None = None) -> BuildPlan:
     """The one KB planning path (``linkedqa kb build`` and the ``build_kb_from_inputs`` flow): every input kind.
 
     Args:
@@ -242,10 +297,19 @@ def plan_from_inputs(sample: bool = False, name: str | None = None, *, wikidata:
         title_maps: ``QID;title;url`` maps.
         shards_per_file: Byte-range shards per plain input file.
         data_root: Where ``sample`` reads (default ``LINKEDQA_DATA``).
+        languages: Label languages to keep (``"en,mul"``, ``"all"``); ``None`` = the default: ``all`` for the
+            sample KB (its version, indexes and run ids stay those of every earlier sample build),
+            ``DEFAULT_LANGUAGES`` otherwise.
 
     Returns:
         The resolved plan (content-addressed version).
+
+    Raises:
+        ValueError: Bad ``languages``.
     """
+    if languages is None:
+        languages = ALL_LANGUAGES if sample else DEFAULT_LANGUAGES
+    parse_languages(languages)  # a bad value fails before any input is looked at
     if sample:
         specs = sample_inputs(data_root or layout.data_root(), shards_per_file)
         name = name or "sample"
@@ -256,4 +320,4 @@ def plan_from_inputs(sample: bool = False, name: str | None = None, *, wikidata:
         specs = explicit_inputs(wikidata=paths(wikidata), truthy=paths(truthy), kgtk=paths(kgtk),
                                 triples=paths(triples), wikipedia=paths(wikipedia), properties=paths(properties),
                                 title_maps=paths(title_maps), shards_per_file=shards_per_file)
-    return make_plan(name, specs)
+    return make_plan(name, specs, languages=languages)

@@ -53,27 +53,28 @@ def _report(bar: Progress, nbytes: int, rows: int, entities: int) -> None:
 def _reader(spec: InputSpec, shard: Shard) -> Iterator[TableRow]:
     path = Path(spec.path)
     kind = spec.kind
+    langs = spec.languages  # the build's label languages (None = all): every reader that emits labels gets them
     if kind == "wikidata-json":
 
-        return read_wikidata_json(path, shard, source=spec.source, blocks=True)
+        return read_wikidata_json(path, shard, source=spec.source, blocks=True, languages=langs)
     if kind == "entity-file":
 
-        return read_entity_file(path, source=spec.source)
+        return read_entity_file(path, source=spec.source, languages=langs)
     if kind == "kgtk":
 
-        return read_kgtk(path, shard, source=spec.source)
+        return read_kgtk(path, shard, source=spec.source, languages=langs)
     if kind == "triples":
 
         return read_triples(path, shard, source=spec.source)
     if kind == "ntriples":
 
-        return read_ntriples(path, shard, source=spec.source)
+        return read_ntriples(path, shard, source=spec.source, languages=langs)
     if kind in ("litwd-labels", "litwd-aliases", "litwd-descriptions"):
 
-        return read_label_file(path, shard, source=spec.source, kind=kind.split("-", 1)[1])
+        return read_label_file(path, shard, source=spec.source, kind=kind.split("-", 1)[1], languages=langs)
     if kind == "codex-json":
 
-        return read_codex_json(path, source=spec.source)
+        return read_codex_json(path, source=spec.source, languages=langs)
     if kind == "title-map":
 
         return read_title_map(path, source=spec.source)

@@ -141,7 +141,7 @@ def test_deployment_runs_on_a_real_prefect_server(tmp_path: Path, data_root: Pat
 
     from storage import layout
     from storage.manifest import read_manifest
-    from tasks.kb.plan import explicit_inputs, make_plan
+    from tasks.kb.plan import plan_from_inputs
 
     q42 = data_root / "wikidata-entities" / "qwikidata" / "wd_Q42.json"  # one real Special:EntityData document
     assert q42.is_file(), q42
@@ -198,7 +198,7 @@ def test_deployment_runs_on_a_real_prefect_server(tmp_path: Path, data_root: Pat
             assert run.state.is_completed(), f"{run.state.type.value}: {run.state.message}\n{_tail(serve_log)}"
             assert run.deployment_id == dep.id and run.parameters == {**dep.parameters, **params}
 
-        version = make_plan("q42", explicit_inputs(wikidata=[q42])).version
+        version = plan_from_inputs(name="q42", wikidata=[str(q42)]).version  # the flow's planning path
         manifest = read_manifest(layout.kb_dir(version, warehouse))
         assert manifest is not None, f"no manifest for KB {version} under {warehouse}:\n{_tail(serve_log)}"
         assert manifest["row_counts"]["entities"] >= 1
