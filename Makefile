@@ -43,7 +43,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # the `bench` extra's pins (peers measured in the same run), installed from the lock like everything else
-BENCH_PINS := wikiextractor
+BENCH_PINS := wikiextractor|bm25s
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps \
 	  $$(grep -E '^($(BENCH_PINS))==' requirements/lock.txt) 2>&1 | grep -v "is ignored" || true

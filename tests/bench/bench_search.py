@@ -1,4 +1,12 @@
-"""Benchmark: entity search at the sample KB's size and at a 10x synthetic label set (ids rewritten).
+"""Benchmark: entity search ranking against bm25s, and at the sample KB's size vs a 10x synthetic label set.
+
+First the ranking, all on the sample KB's entities in this run: the entity index as it ranks now (per query
+term, the best of label and aliases, terms added up), the same index ranked as before issue 18 item 8 (one
+disjunction-max over the fields, each scoring the whole query), and bm25s (numba backend, label + aliases as
+one text; the ``bench`` extra's pin): recall@1/10/50 of the gold QID for every gold mention of the WebQSP-EL
+test questions whose gold entity the KB can name (the ``search-recall`` agent through the agents' batched
+search tool), queries per CPU-second on one thread (the gold mention texts repeated to ``--queries``, k=50),
+and the rank of Q165421 for "jackie kennedy".
 
 The 10x set is every searchable entity of the sample KB copied ``--scale`` times, copy ``c`` with its id
 rewritten (``Q42`` -> ``Q<42 + c * 10^10>``), labels, aliases, descriptions and popularity kept. It is the
@@ -17,7 +25,7 @@ Then the linear projection of size and build time to the full Wikidata dump (~11
 
 Needs the sample KB (``linkedqa kb build --sample``) in ``LINKEDQA_HOME``.
 
-Run: ``.venv/bin/python -m tests.bench.bench_search [--scale 10] [--queries 20000]``
+Run: ``.venv/bin/python -m tests.bench.bench_search [--scale 10] [--queries 20000] [--skip-scale | --skip-ranking]``
 """
 
 from __future__ import annotations
@@ -93,12 +101,120 @@ def measure(name: str, folder: Path, rows_iter, queries: list[str], passes: int)
     return out
 
 
+def legacy_entity_index():
+    """The entity index ranked as before issue 18 item 8 (same documents): one disjunction-max over the label and
+    aliases fields, each scoring the whole query, so terms found in different fields do not add up."""
+    from tasks.search.entity_index import EntityIndex
+
+    class LegacyEntityIndex(EntityIndex):
+        PER_TERM = False
+
+    return LegacyEntityIndex
+
+
+class Bm25sPeer:
+    """bm25s (numba backend, 1 thread) over the same entities, behind the ``search_many`` of the tantivy index.
+
+    One document per QID: its label and aliases as one text, normalised by ``query_key`` (casefolded, accents
+    stripped) and split on spaces, queries likewise; no stopwords, no stemming, Lucene BM25 with k1=1.2, b=0.75
+    (tantivy's); hits with score 0 (no query term) are dropped. No label boost, no exact-name bonus.
+    """
+
+    def __init__(self, rows: list[dict]):
+        import bm25s  # optional: the bench extra's peer (pyproject [bench])
+
+        from tasks.search.bm25 import query_key
+        from tasks.search.entity_index import Candidate
+
+        self._key, self._candidate = query_key, Candidate
+        seen: set[str] = set()
+        keep = [r for r in rows if not (r["qid"] in seen or seen.add(r["qid"]))]
+        self.payload = [(r["qid"], r["label"] or r["aliases"][0], r.get("description")) for r in keep]
+        corpus = [query_key(" ".join([r["label"] or "", *r["aliases"]])).split() for r in keep]
+        self.bm25 = bm25s.BM25(k1=1.2, b=0.75, method="lucene", backend="numba")
+        self.bm25.index(corpus, show_progress=False)
+
+    def __len__(self) -> int:
+        return len(self.payload)
+
+    def search_many(self, queries: list[str], k: int = 50) -> list[list]:
+        """Top-``k`` candidates per query, best first."""
+        tokens = [self._key(q).split() for q in queries]
+        docs, scores = self.bm25.retrieve(tokens, k=k, n_threads=1, show_progress=False)
+        out = []
+        for toks, row_docs, row_scores in zip(tokens, docs.tolist(), scores.tolist(), strict=True):
+            out.append([self._candidate(*self.payload[d], s) for d, s in zip(row_docs, row_scores, strict=True)
+                        if s > 0] if toks else [])
+        return out
+
+
+def per_core_qps(index, queries: list[str], passes: int) -> float:
+    """Queries per CPU-second of this process (best of ``passes`` batched passes, k=50, after a warm-up)."""
+    index.search_many(queries[:500], k=50)
+    best = float("inf")
+    for _ in range(passes):
+        c0 = time.process_time()
+        index.search_many(queries, k=50)
+        best = min(best, time.process_time() - c0)
+    return len(queries) / best
+
+
+def compare_rankings(rows: list[dict], queries: list[str], folder: Path, passes: int) -> None:
+    """Recall@1/10/50 on KB-covered WebQSP-EL gold mentions and q/s per core of each ranking, same run."""
+    import numba  # heavy: the bm25s peer's backend
+
+    numba.set_num_threads(1)
+    from storage import layout
+    from storage.catalog import latest_kb_version
+    from tasks.methods.base import MethodContext
+    from tasks.methods.runtime import run_agents
+    from tasks.methods.search_recall.method import SearchRecallMethod
+    from tasks.metrics.runs import summary_metrics
+    from tasks.runs.execute import load_questions
+    from tasks.search.entity_index import EntityIndex
+    from tasks.search.kb_indexes import index_search_tool
+
+    questions, _, _ = load_questions("webqsp-el", "test")
+    method = SearchRecallMethod(SearchRecallMethod.Settings())
+    ctx = MethodContext(kb_version=latest_kb_version(), root=layout.home())
+    method.build_tools(ctx)  # the KB's nameable QIDs: "covered"
+
+    def build(name: str, make):
+        t0 = time.perf_counter()
+        index = make()
+        return name, index, time.perf_counter() - t0
+
+    rankings = [
+        build("tantivy, now", lambda: EntityIndex.build(folder / "now", iter(rows))),
+        build("tantivy, before", lambda: legacy_entity_index().open(folder / "now")),  # same documents
+        build("bm25s (numba)", lambda: Bm25sPeer(rows)),
+    ]
+    print(f"ranking, same run: recall@k of the gold QID among the top k for each gold mention of the WebQSP-EL test "
+          f"questions whose gold entity the KB can name; q/s per core = {len(queries):,} queries / CPU seconds of "
+          f"this process (1 thread, k=50, best of {passes})")
+    qps = {}
+    for name, index, build_s in rankings:
+        outs, _ = run_agents(method.agent(ctx), questions, None, {"entity_search": index_search_tool(index)})
+        summ = {m["metric"]: m for m in summary_metrics("search", outs, questions)}
+        rec = [summ[f"recall@{k}_covered"]["value"] for k in (1, 10, 50)]
+        qps[name] = per_core_qps(index, queries, passes)
+        hits = [c.qid for c in index.search_many(["jackie kennedy"], k=50)[0]]
+        rank = hits.index("Q165421") + 1 if "Q165421" in hits else "-"
+        print(f"  {name:16} recall@1 {rec[0]:.3f}  @10 {rec[1]:.3f}  @50 {rec[2]:.3f} "
+              f"(n={summ['recall@50_covered']['n']:,})  {qps[name]:7,.0f} q/s per core  build/open {build_s:5.1f}s  "
+              f"'jackie kennedy' -> Q165421 at rank {rank}", flush=True)
+    print(f"  q/s per core, tantivy now / bm25s: {qps['tantivy, now'] / qps['bm25s (numba)']:.2f}; "
+          f"tantivy now / before: {qps['tantivy, now'] / qps['tantivy, before']:.2f}")
+
+
 def main() -> None:
     """Run the benchmark and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=int, nargs="+", default=[10], help="synthetic sizes to compare with 1x")
     ap.add_argument("--queries", type=int, default=20_000)
     ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--skip-scale", action="store_true", help="only the ranking comparison (recall, q/s per core)")
+    ap.add_argument("--skip-ranking", action="store_true", help="only the 1x / synthetic-scale figures")
     a = ap.parse_args()
 
     from flows.cli import setup_env
@@ -120,6 +236,11 @@ def main() -> None:
     queries = (mentions * (a.queries // len(mentions) + 1))[: a.queries]
     print(f"entity search (BM25 labels+aliases, tantivy), KB {kb}: {len(rows):,} searchable entities; "
           f"{len(queries):,} queries ({len(set(mentions)):,} distinct gold mention texts), k=50")
+    if not a.skip_ranking:
+        with tempfile.TemporaryDirectory(prefix="bench-search-", dir=root) as tmp:
+            compare_rankings(rows, queries, Path(tmp), a.passes)
+    if a.skip_scale:
+        return
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-search-", dir=root) as tmp:
         one = measure("1x", Path(tmp) / "x1", iter(rows), queries, a.passes)
