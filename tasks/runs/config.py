@@ -17,7 +17,10 @@ from storage.catalog import complete_kb_versions, latest_kb_version
 from storage.layout import INDEX_FORMAT
 from storage.manifest import config_hash, read_manifest
 
-RUN_FORMAT = 1
+#: Part of every run id. Bump when a change alters what a run computes without changing its settings, prompts,
+#: KB version or index format, so a finished run of the old code is not taken for one of the new.
+#: 2: entity search sums query terms across label and aliases (a1eda74); same index files, other rankings.
+RUN_FORMAT = 2
 
 
 class RunConfig(BaseModel):
