@@ -121,7 +121,11 @@ class Bm25sPeer:
     """
 
     def __init__(self, rows: list[dict]):
-        import bm25s  # optional: the bench extra's peer (pyproject [bench])
+        try:
+            import bm25s  # optional: the bench extra's peer (pyproject [bench])
+        except ImportError as exc:
+            raise SystemExit("bench_search: bm25s is not installed; `make bench` installs the bench extra's pins "
+                             "from requirements/lock.txt (or pass --skip-ranking)") from exc
 
         from tasks.search.bm25 import query_key
         from tasks.search.entity_index import Candidate
