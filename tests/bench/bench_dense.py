@@ -99,7 +99,8 @@ def main() -> int:
     """Run the benchmark, print the figures; 1 when the chosen structure misses 0.95 of flat's recall."""
     global _CORES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--synthetic", type=int, default=1_200_000, help="vectors at the synthetic point (0: skip)")
+    ap.add_argument("--synthetic", type=int, default=1_200_000,
+                    help="vectors at the synthetic point (0: skip; at most FLAT_MAX_VECTORS = 1 M: auto stays flat)")
     ap.add_argument("--noise", type=float, default=0.01, help="per-dimension noise of the synthetic copies")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--only-chosen", action="store_true", help="measure flat and the chosen structure only")
