@@ -472,7 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"label languages to keep: comma-separated Wikidata codes, or {ALL_LANGUAGES} (default: "
                    f"{','.join(DEFAULT_LANGUAGES)}; {ALL_LANGUAGES} with --sample); part of the KB version")
     b.add_argument("--name", default=None, help="KB name (version = NAME-<hash8>)")
-    b.add_argument("--shards", type=int, default=1, help="byte-range shards per plain input file")
+    b.add_argument("--shards", type=int, default=1,
+                   help="byte-range shards per line input file (.gz/.bz2: of its decompressed bytes)")
     b.add_argument("--workers", type=int, default=1, help="worker processes for shards")
     b.set_defaults(fn=cmd_kb_build)
     ke = kb.add_parser("export-nt", help="write the KB as Wikidata-style N-Triples (.nt or .nt.gz)")

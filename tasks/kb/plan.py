@@ -144,7 +144,7 @@ def sample_inputs(data: Path, shards_per_file: int = 1) -> list[InputSpec]:
 
     Args:
         data: ``LINKEDQA_DATA`` root.
-        shards_per_file: Byte shards per plain line file.
+        shards_per_file: Byte shards per line file (.gz/.bz2: of its decompressed bytes).
 
     Returns:
         Input specs (CoDEx ``*_negatives.txt`` are false triples and are never included).
@@ -295,7 +295,7 @@ def plan_from_inputs(sample: bool = False, name: str | None = None, *, wikidata:
         wikipedia: pages-articles XML (``.bz2``).
         properties: ``properties.json(.gz)`` label lists.
         title_maps: ``QID;title;url`` maps.
-        shards_per_file: Byte-range shards per plain input file.
+        shards_per_file: Byte-range shards per line input file (.gz/.bz2: of its decompressed bytes).
         data_root: Where ``sample`` reads (default ``LINKEDQA_DATA``).
         languages: Label languages to keep (``"en,mul"``, ``"all"``); ``None`` = the default: ``all`` for the
             sample KB (its version, indexes and run ids stay those of every earlier sample build),

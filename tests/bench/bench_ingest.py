@@ -9,10 +9,21 @@ Input: real dump lines (``wikidata-entities``) repeated with rewritten ids into 
   the end (what a first script would do; it holds everything in memory);
 * linkedqa with 2 byte-range shards in 2 worker processes (the shard speed-up on this machine).
 
-Prints MB/s of uncompressed JSON per core, the ratio to the baseline, peak RSS at 1x and 10x input, and the
-projection to the full dump (~1.3 TB uncompressed) on 16 cores.
+Compressed input (``--compressed``, default on): the same dump compressed as Wikimedia publishes it (gzip -6,
+bzip2 -9, here with Python's ``gzip``/``bz2`` modules), staged
 
-Run: ``.venv/bin/python -m tests.bench.bench_ingest [--mb 500]``
+* stdlib single stream: one line shard (``Shard(by_lines=True)``, ``gzip``/``bz2`` module), 1 process: the
+  baseline of this section;
+* rapidgzip / indexed_bzip2 parallel decompression of that single stream (``parallelization=2``, one parser):
+  option B, measured by swapping the bench subprocess's decompressor;
+* linkedqa's compressed byte shards (``tasks.dumps.seekable``): the seek index built once with W decoder
+  threads, then W byte-range shards of the decompressed stream in W processes (W = 1, 2); the index time is
+  counted in the total;
+
+and decompression alone (stdlib, rapidgzip 1 and 2 threads, indexed_bzip2 1 and 2 threads). Prints MB/s of
+uncompressed JSON, per core (divided by the cores used), and the ratio to stdlib single-stream.
+
+Run: ``.venv/bin/python -m tests.bench.bench_ingest [--mb 500] [--no-compressed]``
 """
 
 from __future__ import annotations
@@ -128,9 +139,136 @@ print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxr
 '''
 
 
+INDEX = r'''
+import sys, time
+from pathlib import Path
+from tasks.dumps.seekable import seek_index
+t0 = time.perf_counter()
+idx = seek_index(Path(sys.argv[1]), Path(sys.argv[2]), threads=int(sys.argv[3]))
+print(time.perf_counter() - t0, idx.path.stat().st_size)
+'''
+
+SHARD = r'''
+import sys, time, resource
+from pathlib import Path
+from tasks.dumps.base import Shard, byte_shards
+from tasks.kb.plan import InputSpec
+from tasks.kb.stage import stage_shard
+path, out, nshards, index, cache = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+shard = Shard(by_lines=True) if nshards == 0 else byte_shards(path, nshards, Path(cache))[index]
+spec = InputSpec(kind="wikidata-json", path=str(path), source="wikidata-json", shards=(shard,))
+t0 = time.perf_counter()
+rec = stage_shard("bench", spec, shard, out)
+print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, sum(rec["rows"].values()))
+'''
+
+# option B: one line shard whose decompressor is rapidgzip / indexed_bzip2 with N threads (one parser)
+PARALLEL_STREAM = r'''
+import io, sys, time
+from pathlib import Path
+import indexed_bzip2, rapidgzip
+import tasks.dumps.base as base
+from tasks.dumps.base import Shard
+from tasks.kb.plan import InputSpec
+from tasks.kb.stage import stage_shard
+path, out, threads = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+
+def opener(p):
+    if p.name.endswith(".gz"):
+        return io.BufferedReader(rapidgzip.open(str(p), parallelization=threads), buffer_size=1 << 20)
+    return indexed_bzip2.open(str(p), parallelization=threads)
+
+base.open_text_stream = opener
+shard = Shard(by_lines=True)
+spec = InputSpec(kind="wikidata-json", path=str(path), source="wikidata-json", shards=(shard,))
+t0 = time.perf_counter()
+rec = stage_shard("bench", spec, shard, out)
+print(time.perf_counter() - t0, sum(rec["rows"].values()))
+'''
+
+DECOMPRESS = r'''
+import bz2, gzip, sys, time
+import indexed_bzip2, rapidgzip
+path, how, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+t0 = time.perf_counter()
+if how == "stdlib":
+    fh = gzip.open(path, "rb") if path.endswith(".gz") else bz2.open(path, "rb")
+elif path.endswith(".gz"):
+    fh = rapidgzip.open(path, parallelization=threads)
+else:
+    fh = indexed_bzip2.open(path, parallelization=threads)
+n = 0
+buf = bytearray(4 << 20)
+while True:
+    k = fh.readinto(buf)
+    if not k:
+        break
+    n += k
+fh.close()
+print(time.perf_counter() - t0, n)
+'''
+
+
+def compress(plain: Path, suffix: str) -> Path:
+    """The plain dump compressed as Wikimedia does (gzip -6 / bzip2 -9), with Python's modules."""
+    out = plain.with_name(plain.name + suffix)
+    opener = gzip.open(out, "wb", compresslevel=6) if suffix == ".gz" else bz2.open(out, "wb", compresslevel=9)
+    with open(plain, "rb") as src, opener as dst:
+        while chunk := src.read(8 << 20):
+            dst.write(chunk)
+    return out
+
+
+def _parallel(code: str, argsets: list[list[str]]) -> float:
+    """One subprocess per argument list, all at once; the slowest one's own time (start-up excluded, as in _py)."""
+    procs = [subprocess.Popen([sys.executable, "-c", code, *a], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+             for a in argsets]
+    times = []
+    for p in procs:
+        out, _ = p.communicate()
+        if p.returncode:
+            raise RuntimeError(f"bench subprocess failed ({p.returncode})")
+        times.append(float(out.strip().splitlines()[-1].split()[0]))
+    return max(times)
+
+
+def compressed_section(big: Path, mb: float, rows_plain: float, tmp: Path) -> None:
+    """Compressed input: stdlib single stream vs parallel decompression vs compressed byte shards."""
+    print(f"\ncompressed input ({mb:.0f} MB of JSON; MB/s of uncompressed JSON; per core = / cores used):")
+    for suffix, level in ((".gz", "gzip -6"), (".bz2", "bzip2 -9")):
+        t0 = time.perf_counter()
+        packed = compress(big, suffix)
+        print(f"  {packed.name}: {packed.stat().st_size / 1e6:.0f} MB ({level}, compressed in "
+              f"{time.perf_counter() - t0:.0f} s)")
+        dec = {"stdlib": _py(DECOMPRESS, str(packed), "stdlib", "1")[0]}
+        for th in (1, 2):
+            dec[f"parallel x{th}"] = _py(DECOMPRESS, str(packed), "parallel", str(th))[0]
+        lib = "rapidgzip" if suffix == ".gz" else "indexed_bzip2"
+        print("    decompression only: " + ", ".join(
+            f"{k.replace('parallel', lib)} {mb / t:.0f} MB/s" for k, t in dec.items()))
+        t_std, _, rows = _py(SHARD, str(packed), str(tmp / f"std{suffix}"), "0", "0", "-")
+        assert rows == rows_plain, (rows, rows_plain)
+        std = mb / t_std
+        print(f"    stdlib single stream, 1 process:            {std:6.1f} MB/s  per core {std:6.1f}   1.00x")
+        t_b, rows_b = _py(PARALLEL_STREAM, str(packed), str(tmp / f"b{suffix}"), "2")
+        assert rows_b == rows_plain
+        print(f"    {lib} parallelization=2, 1 parser:   {mb / t_b:6.1f} MB/s  per core {mb / t_b / 2:6.1f}   "
+              f"{t_std / t_b:.2f}x  (option B, 2 cores)")
+        for w in (1, 2):
+            cache = tmp / f"idx{w}{suffix}"
+            t_idx, idx_bytes = _py(INDEX, str(packed), str(cache), str(w))
+            t_st = _parallel(SHARD, [[str(packed), str(tmp / f"w{w}{suffix}"), str(w), str(i), str(cache)]
+                                     for i in range(w)])
+            total = t_idx + t_st
+            print(f"    byte shards, {w} worker{'s' if w > 1 else ' '} (index {t_idx:5.1f} s + stage {t_st:5.1f} s): "
+                  f"{mb / total:6.1f} MB/s  per core {mb / total / w:6.1f}   {t_std / total:.2f}x  "
+                  f"(staging alone {mb / t_st:.1f} MB/s; index file {idx_bytes / 1e3:.0f} kB)")
+        packed.unlink()
+
+
 def _py(code: str, *args: str) -> list[float]:
     out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, check=True)
-    return [float(x) for x in out.stdout.split()]
+    return [float(x) for x in out.stdout.strip().splitlines()[-1].split()]  # last line: stage_shard prints progress
 
 
 def main() -> None:
@@ -138,6 +276,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=500)
     ap.add_argument("--data", default=os.environ.get("LINKEDQA_DATA", str(ROOT.parent / "shared" / "data")))
+    ap.add_argument("--compressed", action=argparse.BooleanOptionalAction, default=True,
+                    help="also measure .gz/.bz2 input (stdlib single stream vs parallel paths)")
     a = ap.parse_args()
     lines = real_lines(Path(a.data))
     with tempfile.TemporaryDirectory(prefix="lqa-bench-") as tmp:
@@ -156,19 +296,21 @@ def main() -> None:
         for p in procs:
             p.communicate()
         t_two = time.perf_counter() - t0
-    ours, base = mb_big / t_ours, mb_big / t_base
-    print(f"baseline (json.loads loop -> 1 parquet):  {base:7.1f} MB/s   peak RSS {rss_base:7.0f} MB")
-    print(f"linkedqa stage_shard, 1 process:          {ours:7.1f} MB/s   peak RSS {rss_ours:7.0f} MB   "
-          f"({rows:,.0f} rows)")
-    print(f"ratio linkedqa / baseline:                {ours / base:7.2f}x")
-    print(f"peak RSS at {mb_small:.0f} MB vs {mb_big:.0f} MB input:        {rss_small:.0f} MB vs {rss_ours:.0f} MB "
-          f"(x{rss_ours / rss_small:.2f} for x{mb_big / mb_small:.0f} input)")
-    print(f"2 shards in 2 processes:                  {mb_big / t_two:7.1f} MB/s   speed-up x{t_ours / t_two:.2f}")
-    full_tb = 1.3e6
-    hours = full_tb / (ours * 16) / 3600
-    print(f"projection, full dump (~1.3 TB JSON) on 16 cores at this per-core rate: {hours:.1f} h "
-          "(plus decompression: run one bz2/gz decompressor per shard file, or pre-split)")
-
+        ours, base = mb_big / t_ours, mb_big / t_base
+        print(f"baseline (json.loads loop -> 1 parquet):  {base:7.1f} MB/s   peak RSS {rss_base:7.0f} MB")
+        print(f"linkedqa stage_shard, 1 process:          {ours:7.1f} MB/s   peak RSS {rss_ours:7.0f} MB   "
+              f"({rows:,.0f} rows)")
+        print(f"ratio linkedqa / baseline:                {ours / base:7.2f}x")
+        print(f"peak RSS at {mb_small:.0f} MB vs {mb_big:.0f} MB input:        {rss_small:.0f} MB vs "
+              f"{rss_ours:.0f} MB (x{rss_ours / rss_small:.2f} for x{mb_big / mb_small:.0f} input)")
+        print(f"2 shards in 2 processes:                  {mb_big / t_two:7.1f} MB/s   "
+              f"speed-up x{t_ours / t_two:.2f}")
+        full_tb = 1.3e6
+        hours = full_tb / (ours * 16) / 3600
+        print(f"projection, full dump (~1.3 TB JSON) on 16 cores at this per-core rate: {hours:.1f} h of parsing "
+              "(compressed dumps: byte shards of the decompressed stream, below)")
+        if a.compressed:
+            compressed_section(big, mb_big, rows, tmp)
 
 if __name__ == "__main__":
     main()
