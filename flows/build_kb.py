@@ -75,7 +75,8 @@ def build_kb_from_inputs(sample: bool = True, name: str | None = None, wikidata:
         wikipedia: pages-articles XML (``.bz2``).
         properties: ``properties.json(.gz)`` label lists.
         title_maps: ``QID;title;url`` maps.
-        shards_per_file: Byte shards per plain input.
+        shards_per_file: Byte shards per line file (plain, .gz or .bz2: a compressed one is split over its
+            decompressed bytes).
         workers: Worker processes.
         languages: Label languages to keep, comma-separated (``en,mul``) or ``all``; default ``all`` for the
             sample KB, ``en,mul`` (``tasks.kb.plan.DEFAULT_LANGUAGES``) otherwise. Part of the KB version.
