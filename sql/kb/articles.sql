@@ -9,7 +9,7 @@ SELECT
     a.n_words,
     a.source
 FROM (
-    SELECT *, row_number() OVER (PARTITION BY page_id ORDER BY prio, source) AS rn
+    SELECT *, row_number() OVER (PARTITION BY page_id ORDER BY prio, source, title, text) AS rn
     FROM stg_articles
 ) AS a
 LEFT JOIN kb_title_map AS tm ON tm.title = a.title

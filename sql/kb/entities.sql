@@ -1,14 +1,15 @@
 -- One row per qid: each field from the richest source that has it; aliases and instance_of from the
--- merged aliases and claims tables; source = the richest source that contributed to the row.
+-- merged aliases and claims tables; source = the richest source that contributed to the row. Sources of the same
+-- priority (e.g. two dumps) are tie-broken by the value itself, so the result never depends on file or thread order.
 WITH merged AS (
     SELECT
         qid,
-        arg_min(label, prio) FILTER (WHERE label IS NOT NULL AND label <> '') AS label,
-        arg_min(description, prio) FILTER (WHERE description IS NOT NULL AND description <> '') AS description,
-        arg_min(replace(enwiki_title, '_', ' '), prio) FILTER (WHERE enwiki_title IS NOT NULL AND enwiki_title <> '')
+        arg_min(label, (prio, label)) FILTER (WHERE label IS NOT NULL AND label <> '') AS label,
+        arg_min(description, (prio, description)) FILTER (WHERE description IS NOT NULL AND description <> '') AS description,
+        arg_min(replace(enwiki_title, '_', ' '), (prio, enwiki_title)) FILTER (WHERE enwiki_title IS NOT NULL AND enwiki_title <> '')
             AS enwiki_title,
         max(sitelinks) AS sitelinks,
-        arg_min(source, prio) AS source
+        arg_min(source, (prio, source)) AS source
     FROM stg_entities
     WHERE qid LIKE 'Q%'
     GROUP BY qid
