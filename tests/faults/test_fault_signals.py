@@ -5,6 +5,8 @@ query, where Python's own signal handling used to wait for the thread, > 120 s).
 to the process only, as Prefect workers, Kubernetes and systemd send it. Then: exit code 128+signal within
 10 s, no child process left (Prefect's temporary server included, when the command started one), nothing
 published, and the re-run of the same command finishes the build with tables equal to an uninterrupted one.
+
+SIGKILL runs no handler at all; the command's temporary Prefect server must still die with it.
 """
 
 from __future__ import annotations
@@ -32,25 +34,37 @@ def _start(env: dict, log: Path, point: str, args: list[str]) -> subprocess.Pope
                                 start_new_session=True)
 
 
+def _own_server_env(cli, tmp_path: Path) -> dict:
+    """The fault CLI's environment as a user's shell has it: no PREFECT_API_URL, so the command starts its own
+    temporary Prefect server (which must die with it)."""
+    env = {k: v for k, v in cli.env.items() if k != "PREFECT_API_URL"}
+    env.update(LINKEDQA_HOME=str(tmp_path / "warehouse"), PREFECT_HOME=str(tmp_path / "prefect"))
+    return env
+
+
+def _stalled_with_own_server(proc: subprocess.Popen, log: Path) -> list[psutil.Process]:
+    """Wait until the build stalls in its second staged shard; return its child processes (its server among them)."""
+    deadline = time.monotonic() + 240
+    while "STALLED" not in log.read_text(errors="replace"):
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the build never reached its second staged shard"
+        time.sleep(0.2)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    assert any("uvicorn" in " ".join(c.cmdline()) for c in children), "the command's Prefect server"
+    return children
+
+
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_kb_build_stops_on_a_signal_within_10_s_and_resumes(cli, ref_kb, data_root, tmp_path, sig):
     ref_home, version = ref_kb
     home = tmp_path / "warehouse"
     vdir = layout.kb_dir(version, home)
-    # its own temporary Prefect server (no PREFECT_API_URL), as a user's command has: it must die too
-    env = {k: v for k, v in cli.env.items() if k != "PREFECT_API_URL"}
-    env.update(LINKEDQA_HOME=str(home), PREFECT_HOME=str(tmp_path / "prefect"))
+    env = _own_server_env(cli, tmp_path)
     log = tmp_path / "build.log"
     proc = _start(env, log, "stall:stage:2", kb_args(data_root))
     try:
-        deadline = time.monotonic() + 240
-        while "STALLED" not in log.read_text(errors="replace"):
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the build never reached its second staged shard"
-            time.sleep(0.2)
-        children = psutil.Process(proc.pid).children(recursive=True)
-        assert any("uvicorn" in " ".join(c.cmdline()) for c in children), "the command's Prefect server"
+        children = _stalled_with_own_server(proc, log)
         t0 = time.monotonic()
         proc.send_signal(sig)
         rc = proc.wait(timeout=15)
@@ -78,3 +92,26 @@ def test_kb_build_stops_on_a_signal_within_10_s_and_resumes(cli, ref_kb, data_ro
     assert read_json(vdir / "manifest.json")["row_counts"] == read_json(
         layout.kb_dir(version, ref_home) / "manifest.json")["row_counts"]
     assert leftovers(vdir) == []
+
+
+@pytest.mark.timeout(300)
+def test_sigkilled_command_takes_its_own_prefect_server_along(cli, data_root, tmp_path):
+    """SIGKILL (the OOM killer) runs no handler: the command's temporary Prefect server must still die with it
+    (its parent-death signal, ``flows.prefect_server``), not linger as an orphan holding a port and a database.
+    The resume after a SIGKILL is tested on builds in ``test_fault_kb_build.py`` and on runs in
+    ``test_fault_run.py``."""
+    log = tmp_path / "build.log"
+    proc = _start(_own_server_env(cli, tmp_path), log, "stall:stage:2", kb_args(data_root))
+    try:
+        children = _stalled_with_own_server(proc, log)
+        proc.send_signal(signal.SIGKILL)  # the command's process only, as the OOM killer does
+        assert proc.wait(timeout=15) == -signal.SIGKILL
+        _, alive = psutil.wait_procs(children, timeout=15)
+        assert not alive, f"outlived their SIGKILLed command: {[' '.join(p.cmdline())[:120] for p in alive]}"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if proc.poll() is None:
+            proc.wait(timeout=10)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,27 +11,16 @@ from pathlib import Path
 import pytest
 
 from flows.cli import build_parser
+from tests.cli_env import user_shell_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-# The commands below run flows against the session's Prefect test API (tests/conftest.py ``prefect_api``): starting
-# a temporary server per command costs 5-8 s each and is not what these tests are about; the user's own-server
-# path is covered by the demo test, the ELA signal/kill tests and tests/faults/test_fault_signals.py.
-_API: dict[str, str] = {}
-
-
-@pytest.fixture(autouse=True)
-def _session_prefect_api(prefect_api: str) -> None:
-    _API["PREFECT_API_URL"] = prefect_api
+pytestmark = pytest.mark.usefixtures("cli_session_api")  # tests/cli_env.py
 
 
 def cli(*args: str, home: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    # a user's shell (no Prefect settings of the test session) plus the session's API URL (see _API above)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update({"LINKEDQA_HOME": str(home), "PREFECT_HOME": str(home / ".prefect"), **_API})
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=ROOT, env=user_shell_env(home),
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def _subcommands(parser, prefix=()):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -39,11 +38,14 @@ from tasks.fetch.sources import (
     wikidata_dump_urls,
     wikipedia_dump_urls,
 )
+from tests.cli_env import user_shell_env
 
 ROOT = Path(__file__).resolve().parents[2]
 DUMP_DATE = "20250101"
 WD_SAMPLE = "wikidata-entities/wikibase-dump-filter/entities.gz"  # 49 real dump lines
 WP_SAMPLE = "wikipedia-xml-dump/enwiki-pages-articles-sample.xml.bz2"  # 3 real enwiki pages
+
+pytestmark = pytest.mark.usefixtures("cli_session_api")  # tests/cli_env.py
 
 
 def sha256(data: bytes) -> str:
@@ -195,21 +197,8 @@ def mirror(tmp_path: Path, data_root: Path) -> Iterator[MirrorServer]:
         thread.join(timeout=10)
 
 
-# The commands below run flows against the session's Prefect test API (tests/conftest.py ``prefect_api``): starting
-# a temporary server per command costs 5-8 s each and is not what these tests are about; the user's own-server
-# path is covered by the demo test, the ELA signal/kill tests and tests/faults/test_fault_signals.py.
-_API: dict[str, str] = {}
-
-
-@pytest.fixture(autouse=True)
-def _session_prefect_api(prefect_api: str) -> None:
-    _API["PREFECT_API_URL"] = prefect_api
-
-
 def cli(*args: str, home: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "LINKEDQA_MIRROR"))}
-    env.update({"LINKEDQA_HOME": str(home), "PREFECT_HOME": str(home / ".prefect"), **_API,
-                **(extra_env or {})})
+    env = user_shell_env(home, drop=("LINKEDQA_MIRROR",), **(extra_env or {}))
     return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
 

@@ -14,26 +14,16 @@ from pathlib import Path
 import pytest
 
 from storage import layout
+from tests.cli_env import user_shell_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-# The commands below run flows against the session's Prefect test API (tests/conftest.py ``prefect_api``): starting
-# a temporary server per command costs 5-8 s each and is not what these tests are about; the user's own-server
-# path is covered by the demo test, the ELA signal/kill tests and tests/faults/test_fault_signals.py.
-_API: dict[str, str] = {}
-
-
-@pytest.fixture(autouse=True)
-def _session_prefect_api(prefect_api: str) -> None:
-    _API["PREFECT_API_URL"] = prefect_api
+pytestmark = pytest.mark.usefixtures("cli_session_api")  # tests/cli_env.py
 
 
 def cli(*args: str, home: Path, data: Path) -> subprocess.Popen:
-    # a user's shell (no PREFECT_* of the test session) plus the session's API URL (see _API above), own group
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(LINKEDQA_HOME=str(home), LINKEDQA_DATA=str(data), PREFECT_HOME=str(home / ".prefect"),
-               LINKEDQA_PROGRESS="plain", **_API)
+    # a user's shell pointed at the session's Prefect API (tests/cli_env.py), in a process group of its own
+    env = user_shell_env(home, LINKEDQA_DATA=str(data), LINKEDQA_PROGRESS="plain")
     return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
