@@ -173,8 +173,10 @@ def cmd_kb_list(a: argparse.Namespace) -> int:
         print("no KB built yet (linkedqa kb build --sample)")
     for v, m in versions:
         c = m.get("row_counts", {})
+        langs = (m.get("config") or {}).get("languages", ALL_LANGUAGES)  # absent = every language kept
         print(f"{v:<28} entities={c.get('entities', 0):,} claims={c.get('claims', 0):,} "
-              f"articles={c.get('articles', 0):,} rejects={c.get('rejects', 0):,}  built {m.get('written_at')}")
+              f"articles={c.get('articles', 0):,} rejects={c.get('rejects', 0):,} languages={langs}  "
+              f"built {m.get('written_at')}")
     return 0
 
 

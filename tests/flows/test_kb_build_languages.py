@@ -49,6 +49,8 @@ def test_languages_option_end_to_end(api, home: Path, data_root: Path, capsys): 
     assert read_manifest(layout.kb_dir(default))["config"]["languages"] == "en,mul"
     assert "languages" not in read_manifest(layout.kb_dir(every))["config"]
     assert _build(capsys, data_root, "--languages", "MUL,en") == default  # same choice, same version: skipped
+    listing = {ln.split()[0]: ln for ln in linkedqa(capsys, "kb", "list").splitlines()}
+    assert "languages=en,mul " in listing[default] and "languages=all " in listing[every]
 
     labels = read_table(layout.kb_table_dir(default, "labels"), "labels").to_pylist()
     all_labels = read_table(layout.kb_table_dir(every, "labels"), "labels").to_pylist()
