@@ -130,6 +130,10 @@ def index_dir(kb_version: str, index_name: str, root: Path | None = None) -> Pat
 
 # Bump when what goes into a search index changes (new folder => rebuilt; part of every run id).
 INDEX_FORMAT = 2
+#: Folder version of the dense kinds: 3 adds the memory-mapped side table (``docs.arrow``) that searches read
+#: payloads from. Same vectors in the same order as format 2, so the same hits: not part of run ids; the new folder
+#: name only makes a finished format-2 folder (no side table) count as not built.
+DENSE_FORMAT = 3
 
 #: Every index kind built per KB version -> its folder name under ``indexes/<kb_version>/`` (the one table;
 #: ``linkedqa kb index --kind K`` takes these keys).
@@ -137,8 +141,8 @@ INDEX_KINDS: dict[str, str] = {
     "entity-bm25": f"entity-bm25.v{INDEX_FORMAT}",      # labels + aliases (ELA "Wikidata" source), tantivy
     "title-bm25": f"title-bm25.v{INDEX_FORMAT}",        # Wikipedia titles + lead (ELA "Wikipedia" source)
     "passage-bm25": f"passage-bm25.v{INDEX_FORMAT}",    # the KB's 100-word passages (BM25 RAG, ER baseline)
-    "passage-dense": f"passage-dense.v{INDEX_FORMAT}",  # the same passages, all-MiniLM-L6-v2 + FAISS
-    "entity-dense": f"entity-dense.v{INDEX_FORMAT}",    # KG entities' names/descriptions (AnchorRAG), FAISS
+    "passage-dense": f"passage-dense.v{DENSE_FORMAT}",  # the same passages, all-MiniLM-L6-v2 + FAISS
+    "entity-dense": f"entity-dense.v{DENSE_FORMAT}",    # KG entities' names/descriptions (AnchorRAG), FAISS
     "kg-duckdb": "kg-duckdb.v1",                        # sorted KG tables + ART indexes (KG tools)
     "kg-oxigraph": "kg-oxigraph.v1",                    # Oxigraph store of the KB (KGQA gold SPARQL answers)
 }

@@ -266,10 +266,14 @@ class EncodedTexts(VectorSource):
         self.encoded += len(texts)
         return out
 
+    def _texts_at(self, positions: np.ndarray) -> list[str]:
+        take = getattr(self._texts, "take", None)  # ArrowTexts: one Arrow take instead of one slice per text
+        return take(positions) if take is not None else [self._texts[int(i)] for i in positions]
+
     def take(self, positions: np.ndarray) -> np.ndarray:
         """Encode the texts at ``positions`` and keep their vectors for :meth:`chunk`."""
         self._pos = np.asarray(positions, dtype=np.int64)
-        self._vecs = self._run([self._texts[int(i)] for i in self._pos])
+        self._vecs = self._run(self._texts_at(self._pos))
         return self._vecs
 
     def chunk(self, start: int, stop: int) -> np.ndarray:
@@ -281,7 +285,7 @@ class EncodedTexts(VectorSource):
         todo = np.setdiff1d(np.arange(stop - start), kept, assume_unique=True)
         out = np.empty((stop - start, self.dim), dtype=np.float32)
         if len(todo):
-            out[todo] = self._run([self._texts[start + int(i)] for i in todo])
+            out[todo] = self._run(self._texts_at(start + todo))
         if len(kept):
             out[kept] = self._vecs[lo:hi]
         return out

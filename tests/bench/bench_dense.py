@@ -124,7 +124,7 @@ def main() -> int:
         raise SystemExit("no KB: run `linkedqa kb build --sample` first")
     root = layout.home()
     t0 = time.perf_counter()
-    dense, lookup = kb_indexes.dense_entity_index(kb, root)
+    dense = kb_indexes.dense_entity_index(kb, root)
     if not dense.spec.exact:
         raise SystemExit(f"{dense.folder} is not a flat index ({dense.spec.factory}); its vectors cannot be read "
                          "back exactly: rebuild it with LINKEDQA_DENSE_INDEX=flat")

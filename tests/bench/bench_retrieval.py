@@ -51,7 +51,7 @@ def _one(method: str, n: int, words: int) -> dict:
         index = kb_indexes.passage_index(kb, root)
         paths = [kb_indexes.passage_index_dir(kb, "bm25", root)]
     elif method == "dense":
-        index, _lookup = kb_indexes.dense_passage_index(kb, root)
+        index = kb_indexes.dense_passage_index(kb, root)
         index.search_many(texts[:1], k=4)  # load the encoder (model loading is excluded, as in the paper)
         paths = [kb_indexes.passage_index_dir(kb, "dense", root)]
     else:

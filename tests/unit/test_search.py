@@ -11,6 +11,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tasks.search.bm25 import IndexKindMismatch, IndexNotFound, SearchIndexError, query_key
@@ -311,3 +312,96 @@ def test_entity_texts(entity_rows: list[dict]) -> None:
     ids, texts = entity_texts(rows)
     assert ids == [r["qid"] for r in entity_rows[:3]]
     assert texts[0] == "Boston: city in and state capital of Massachusetts, United States"
+
+
+# ----------------------------------------------------------------------- DenseIndex with a side table
+def test_dense_index_from_docs_equals_build_and_serves_payloads(entity_rows: list[dict], tmp_path: Path) -> None:
+    """``build_from_docs`` (rows streamed into a memory-mapped side table) gives the same vectors and hits as
+    ``build`` over the same texts, and each hit's payload row."""
+    import pyarrow as pa
+
+    from tasks.search.passages import ArrowTexts
+
+    sample = random.Random(5).sample(entity_rows, 1200)
+    ids, texts = entity_texts(sample)
+    schema = pa.schema([("qid", pa.string()), ("label", pa.string()), ("description", pa.string())])
+    rows = [{"qid": r["qid"], "label": r["label"], "description": r.get("description")} for r in sample
+            if r["qid"] in set(ids)]
+
+    def render(t: pa.Table) -> list[str]:
+        return [f"{lab.strip()}: {d.strip()}" if (d or "").strip() else lab.strip()
+                for lab, d in zip(t.column("label").to_pylist(), t.column("description").to_pylist(), strict=True)]
+
+    def batches():
+        for i in range(0, len(rows), 400):  # streamed in batches, as from a KB table
+            yield pa.RecordBatch.from_pylist(rows[i:i + 400], schema=schema)
+
+    streamed = DenseIndex.build_from_docs(tmp_path / "docs", batches(), schema, render, id_column="qid")
+    listed = DenseIndex.build(tmp_path / "list", ids, texts)
+    assert (tmp_path / "docs" / "docs.arrow").is_file() and not (tmp_path / "list" / "docs.arrow").exists()
+    assert streamed._ids.to_pylist() == ids
+    assert np.allclose(streamed._index.reconstruct_n(0, len(ids)), listed._index.reconstruct_n(0, len(ids)),
+                       atol=1e-6)
+    queries = [r["label"] for r in rows[:60]]
+    a, b = streamed.search_many(queries, k=5), listed.search_many(queries, k=5)
+    assert [[h.id for h in x] for x in a] == [[h.id for h in x] for x in b]
+    for hits in a:  # the payload of a hit is its row of the side table
+        assert [p["qid"] for p in streamed.payload(hits)] == [h.id for h in hits]
+        assert all(0 <= h.row < len(ids) for h in hits)
+    assert streamed.payload([]) == []
+    with pytest.raises(SearchIndexError, match="no docs.arrow"):
+        listed.payload(b[0])
+
+    # reopened: the side table is memory-mapped (no copy of it in Arrow's allocator), not read from batches
+    def never():
+        raise AssertionError("a finished index must not read its rows again")
+        yield  # pragma: no cover
+
+    before = pa.total_allocated_bytes()
+    again = DenseIndex.build_from_docs(tmp_path / "docs", never(), schema, render, id_column="qid")
+    assert pa.total_allocated_bytes() - before < again._docs.nbytes / 4
+    assert again.payload(a[0]) == streamed.payload(a[0])
+
+    # texts are rendered by position, in slices or by take
+    at = ArrowTexts(again._docs, render)
+    assert len(at) == len(ids) and at[3] == texts[3] and at[-1] == texts[-1] and at[10:13] == texts[10:13]
+    assert at.take(np.array([0, 7])) == [texts[0], texts[7]]
+    with pytest.raises(IndexError):
+        at[len(ids)]
+
+    # repeated ids: a clear error, and no folder left behind
+    dup = pa.RecordBatch.from_pylist(rows[:2] + rows[:1], schema=schema)
+    with pytest.raises(ValueError, match="unique"):
+        DenseIndex.build_from_docs(tmp_path / "dup", iter([dup]), schema, render, id_column="qid")
+    assert not (tmp_path / "dup").exists() and not list(tmp_path.glob(".dup.building-*"))
+
+
+def test_dense_passage_index_of_a_kb_streams_its_passages(data_root: Path, tmp_path: Path) -> None:
+    """``kb_indexes.dense_passage_index`` over a KB's ``passages`` table: every non-empty passage once, its
+    payload from the side table, its own text found first, and a second call opens the finished folder."""
+    from storage import layout
+    from storage.parquet_io import PartWriter
+    from tasks.search import kb_indexes
+
+    passages = _passages(data_root)  # 123 real passages
+    passages[5] = {**passages[5], "text": ""}  # an empty passage is not embedded
+    root, version = tmp_path / "wh", "dense-00000000"
+    folder = layout.kb_table_dir(version, "passages", root)
+    folder.mkdir(parents=True)
+    writer = PartWriter("passages", folder / layout.part_name(0, 1))
+    for i, p in enumerate(passages):
+        writer.add({**p, "page_id": i})
+    writer.close()
+    index = kb_indexes.dense_passage_index(version, root)
+    kept = [p for p in passages if p["text"]]
+    assert len(index) == len(kept) == len(passages) - 1 and index._ids.to_pylist() == [p["passage_id"] for p in kept]
+    some = range(0, len(kept), 10)
+    hits = index.search_many([kept[i]["text"] for i in some], k=1)
+    assert [h[0].id for h in hits] == [kept[i]["passage_id"] for i in some]
+    got = index.payload([h[0] for h in hits])
+    assert [(g["title"], g["text"], g["qid"]) for g in got] == [
+        (kept[i]["title"], kept[i]["text"], kept[i]["qid"]) for i in some]
+    kb_indexes._OPEN.clear()
+    stamp = (index.folder / "_done.json").stat().st_mtime_ns
+    assert len(kb_indexes.dense_passage_index(version, root)) == len(kept)
+    assert (index.folder / "_done.json").stat().st_mtime_ns == stamp

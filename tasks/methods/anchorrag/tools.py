@@ -19,7 +19,7 @@ from tasks.methods.anchorrag.settings import _KgSettings
 from tasks.methods.base import MethodContext
 from tasks.methods.kg_tools import kg_tools, open_kg
 from tasks.methods.runtime import Tool
-from tasks.search.kb_indexes import dense_entity_index, dense_entity_search, search_tool
+from tasks.search.kb_indexes import dense_entity_hits, dense_entity_index, search_tool
 from tasks.search.passages import encode
 
 
@@ -48,18 +48,16 @@ def dense_entity_search_tool(kb_version: str, root: Path) -> Tool:
     Every query of every payload of a step is encoded and searched in one call; hits carry ``qid``, ``label``,
     ``description`` and ``score`` (cosine).
     """
-    _, lookup = dense_entity_index(kb_version, root)
+    dense_entity_index(kb_version, root)  # built (or opened) when the tools are made, not in the first step
 
     def tool(payloads: list[dict]) -> list[list[list[dict]]]:
         flat = [str(x) for pl in payloads for x in pl["queries"]]
         kmax = max((int(pl.get("k", 10)) for pl in payloads), default=10)
-        hits = dense_entity_search(kb_version, root, flat, kmax) if flat else []
+        hits = dense_entity_hits(kb_version, root, flat, kmax) if flat else []
         out, pos = [], 0
         for pl in payloads:
             n, k = len(pl["queries"]), int(pl.get("k", 10))
-            out.append([[{"qid": q, "label": lookup.get(q, (None, None))[0],
-                          "description": lookup.get(q, (None, None))[1], "score": round(sc, 4)}
-                         for q, sc in per[:k]] for per in hits[pos : pos + n]])
+            out.append([[{**d, "score": round(d["score"], 4)} for d in per[:k]] for per in hits[pos : pos + n]])
             pos += n
         return out
 

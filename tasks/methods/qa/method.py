@@ -277,15 +277,16 @@ class DenseRagMethod(_RagMethod):
 
     def retriever(self, ctx: MethodContext):
         """Dense retrieval over the KB passages, all queries of a step encoded and searched in one call."""
-        index, lookup = dense_passage_index(ctx.kb_version, ctx.root)
+        index = dense_passage_index(ctx.kb_version, ctx.root)
 
         def tool(payloads: list[dict]) -> list[list[dict]]:
             k = max((int(p["k"]) for p in payloads), default=4)
             hits = index.search_many([p["query"] for p in payloads], k=k)
             out = []
             for p, hs in zip(payloads, hits, strict=True):
-                out.append([{"id": h.id, "title": lookup[h.id][0], "text": lookup[h.id][1], "qid": lookup[h.id][2],
-                             "score": round(float(h.score), 4)} for h in hs[: int(p["k"])]])
+                hs = hs[: int(p["k"])]
+                out.append([{"id": h.id, "title": d["title"], "text": d["text"], "qid": d["qid"],
+                             "score": round(float(h.score), 4)} for h, d in zip(hs, index.payload(hs), strict=True)])
             return out
 
         return tool
