@@ -4,7 +4,7 @@ DuckDB store and once through SPARQL on a real Oxigraph server loaded from the K
 endpoint goes down (clear per-item errors); and one run through the real Prefect flow (stored predictions, QALD
 metrics recomputed from them).
 
-Bounds for this 2-core machine: 3 questions, a 2,048-token prompt budget and ``max_depth=2``.
+Bounds for this 2-core machine: 2 questions, a 2,048-token prompt budget and ``max_depth=2``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def items(sample_kb: str, session_home: Path, data_root: Path) -> list[dict]:
                                   key=lambda r: int(r["question_id"])), kg)
         sq = _answerable(list(load_dataset("simplequestions-wd", data_root).rows("test")), kg)
     assert len(qald) >= 2 and sq, "the sample KB should answer some real questions in one hop"
-    return qald[:2] + sq[:1]
+    return qald[:1] + sq[:1]  # one question of each set: the suite must stay under 30 min on a slow 2-core CPU
 
 
 @pytest.fixture(scope="module")
