@@ -9,12 +9,14 @@ export LINKEDQA_HOME ?= $(CURDIR)/warehouse
 export PYTHONUNBUFFERED := 1
 PREFECT_PORT ?= 4200
 
-.PHONY: venv demo test lint bench report serve clean-warehouse help
+.PHONY: venv demo test lint bench bench-scale report serve clean-warehouse help
 
 help:
 	@echo "make demo   - build the sample KB, prepare the embedded model, run ELA on 50 WebQSP-EL questions, print metrics"
 	@echo "make test   - the full test suite (real data, real engines; no GPU)"
 	@echo "make bench  - speed benchmarks (tests/bench), printing ratios against in-run baselines"
+	@echo "make bench-scale - scale rehearsal (long, not in make bench): the real CLI on synthetic 1x/10x/30x dumps,"
+	@echo "               wall / peak RSS / disk per step, growth exponents, full-dump projection (SIZES=, ARGS=)"
 	@echo "make lint   - ruff"
 	@echo "make serve  - local Prefect server (127.0.0.1, PREFECT_PORT=4200) + the prefect.yaml deployments; Ctrl-C stops both"
 
@@ -49,6 +51,13 @@ bench: $(STAMP)
 	  $$(grep -E '^($(BENCH_PINS))==' requirements/lock.txt) 2>&1 | grep -v "is ignored" || true
 	$(BIN)/linkedqa kb build --sample
 	$(BIN)/python -m tests.bench.run_all
+
+# Scale rehearsal (issue 18 item 2): synthetic dumps from the real sample lines/pages at SIZES entities, the real
+# CLI end to end in a temp LINKEDQA_HOME per size; long (tens of minutes), so not part of `bench`'s run_all.
+# The >= 10 M point: make bench-scale SIZES=10000,100000,300000,10000000 (refused up front if the disk is short).
+SIZES ?= 10000,100000,300000
+bench-scale: $(STAMP)
+	$(BIN)/python -m tests.bench.bench_scale --sizes $(SIZES) $(ARGS)
 
 report: $(STAMP)
 	$(BIN)/linkedqa report

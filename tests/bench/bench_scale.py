@@ -1,0 +1,840 @@
+"""Scale rehearsal (issue 18 item 2): the real CLI end to end on synthetic dumps of growing size, and a projection.
+
+Input, built from the REAL sample files only (nothing invented but ids and titles):
+
+* Wikidata: the 149 real entity lines of ``wikidata-entities`` (``bench_ingest.real_lines``; famous entities,
+  mean ~95 KB). The full dump's mean is ~11 KB per entity (1.3 TB / 115 M) and ~14 statements per entity
+  (1.6 B / 115 M), so each real line is TRIMMED into ``VARIANTS`` seeded variants that stay valid Wikidata JSON:
+  a random subset of its statements (exponential count, ~14 on average once capped by the line's own count),
+  its English label / description / aliases, mul label, enwiki sitelink, then other languages' labels,
+  descriptions, aliases and sitelinks in random order up to a random byte budget. Entity ``i`` is variant
+  ``(i // 149) % VARIANTS`` of real line ``i % 149`` in copy ``c = i // 149``; ids follow
+  ``bench_search.rewrite`` (``Q42`` -> ``Q<42 + c * 10^10>``), for the entity's own id AND every item
+  reference in its claims (main snaks, qualifiers, references; ``numeric-id`` too). A reference to an item
+  outside the 149 is mapped (crc32) to one of the 149 first, so every claim points to an entity of the same
+  copy and the KG is connected. The enwiki sitelink title of copy ``c > 0`` gets the ``" (c)"`` suffix of
+  ``bench_wikipedia.rewrite``. Written as Wikimedia publishes: ``[``, one entity per line ending ``,``, ``]``,
+  gzip -6 (the ``gzip`` program, fed by a pipe). The mean bytes and statements per entity actually written are
+  printed.
+* Wikipedia: the real enwiki pages of ``wikipedia-xml-dump`` (``bench_wikipedia.real_pages``; articles,
+  redirects, disambiguation pages), whole copies written by ``bench_wikipedia.make_dump`` (titles ``"T (c)"`` and
+  page ids rewritten per copy) then bzip2 -9; articles (pages that are not redirects) scale with entities in the
+  full dump's ratio (7 M articles per 115 M entities), at least ``--min-pages`` pages.
+
+For each size (entities, ``--sizes``; default 10000,100000,300000 = 1x/10x/30x; the >= 10 M point is
+``--sizes 10000,100000,300000,10000000`` where the disk allows, refused before generating otherwise), in a fresh
+``LINKEDQA_HOME`` under a temp folder (removed at the end unless ``--keep``), the real CLI runs as a user runs it
+(``python -m flows.cli ...`` subprocesses, ``PREFECT_API_URL`` unset, so each command starts its own temporary
+Prefect server; that fixed start-up is measured by running the first index command again once it is built, and
+``kb list`` is timed once):
+
+* ``kb build --wikidata X.json.gz --wikipedia Y.xml.bz2 --name scale<N> --shards S --workers 2`` (``--languages``
+  default: en,mul), split into stage and merge with the KB manifest (``merge_seconds``, shard records);
+* ``kb index --kind K`` once per kind (entity-bm25, title-bm25, passage-bm25, passage-dense, entity-dense,
+  kg-duckdb, kg-oxigraph); entity-dense only up to ``--dense-max`` entities (sentence-transformers on CPU,
+  ~410 texts/s here), passage-dense only up to ``--passage-dense-max`` (default: never; 100-word passages
+  encode at ~10-25/s here, so its rate is measured with the product's ``encode`` on a 256-passage sample of the
+  KB), both projected from the measured rate above that;
+* ``kb export-nt`` to ``.nt.gz`` and ``run search-recall --dataset webqsp-el --split test --limit 200``.
+
+Per step: wall time, peak RSS of the whole process tree (psutil, every 0.2 s, RSS of the step's process and all
+its descendants summed), growth of ``LINKEDQA_HOME`` on disk (allocated blocks). Then, per step, the growth
+exponent (least-squares slope of log(wall - CLI start-up) and log(peak RSS) against log(entities)), and the
+projection to the full dump (115 M entities, 1.6 B statements, 7 M articles) on 16 cores / 64 GB, with its
+assumptions printed next to the numbers.
+
+Run: ``.venv/bin/python -m tests.bench.bench_scale [--sizes 10000,100000,300000] [--dense-max 10000] [--keep]``
+(``make bench-scale``; long: not part of ``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+import psutil
+
+from tests.bench.bench_ingest import real_lines
+from tests.bench.bench_search import OFFSET, rewrite
+from tests.bench.bench_wikipedia import make_dump, real_pages
+
+ROOT = Path(__file__).resolve().parents[2]
+FULL_ENTITIES = 115_000_000
+FULL_STATEMENTS = 1_600_000_000
+FULL_ARTICLES = 7_000_000
+FULL_XML_BYTES = 100e9  # enwiki pages-articles, uncompressed (README: ~100 GB of XML)
+FULL_CORES, FULL_RAM_GB = 16, 64
+VARIANTS = 4
+MEAN_STATEMENTS = FULL_STATEMENTS / FULL_ENTITIES  # ~13.9
+INDEX_KINDS = ("entity-bm25", "title-bm25", "passage-bm25", "passage-dense", "entity-dense", "kg-duckdb",
+               "kg-oxigraph")
+DENSE = ("passage-dense", "entity-dense")
+# How each step could use 16 cores instead of the 2 measured here (the projection's divisor), and why.
+SPEEDUP = {
+    "stage wikidata": (None, "per-core rate (shard CPU-seconds, 2 workers here) x 16 workers: /16 of core-s"),
+    "stage wikipedia": (None, "XML shards by page ordinal: EVERY shard decompresses + scans the whole .bz2; "
+                        "model: bz2 decompression (measured) + the rest / 16"),
+    "merge": (4.0, "DuckDB, all cores, memory_limit 2GB (spills): ASSUMED /4 for 2 -> 16 threads (50% eff.)"),
+    "kb build": (None, "stage + merge as above"),
+    "index entity-bm25": (1.0, "tantivy writer, 1 thread (bm25.py default): no speed-up"),
+    "index title-bm25": (1.0, "tantivy writer, 1 thread: no speed-up"),
+    "index passage-bm25": (1.0, "tantivy writer, 1 thread: no speed-up"),
+    "index passage-dense": (8.0, "torch CPU encode on all cores: ASSUMED linear, /8 for 2 -> 16 cores"),
+    "index entity-dense": (8.0, "torch CPU encode on all cores: ASSUMED linear, /8 for 2 -> 16 cores"),
+    "index kg-duckdb": (4.0, "DuckDB: ASSUMED /4 (as merge)"),
+    "index kg-oxigraph": (2.0, "N-Triples export (1 thread) + Oxigraph bulk_load (threads): ASSUMED /2"),
+    "export-nt": (1.0, "one DuckDB stream written by one Python thread + gzip: no speed-up"),
+    "search-recall": (1.0, "200 questions, fixed work; grows only with the index: no speed-up"),
+}
+# What drives each step's size: entities, or the Wikipedia text (XML bytes) or articles (the synthetic pages
+# are ~57 kB of XML per article, enwiki ~14 kB: projecting text-driven steps by article count would overstate them)
+DRIVER = {"stage wikipedia": "xml", "index passage-bm25": "xml", "index passage-dense": "xml",
+          "index title-bm25": "articles"}
+FULL = {"entities": FULL_ENTITIES, "xml": FULL_XML_BYTES, "articles": FULL_ARTICLES}
+_PH = re.compile(rb'"@@N:(\d+)@@"|@@Q:(\d+)@@|@@T@@')
+
+
+# ----------------------------------------------------------------------------------------------- input
+def _item_refs(obj, ids: set[int], base: list[int]) -> None:
+    """Replace every item reference under ``obj`` (datavalue ``{"entity-type": "item", ...}``) by placeholders."""
+    if isinstance(obj, dict):
+        if obj.get("entity-type") == "item" and ("id" in obj or "numeric-id" in obj):
+            n = int(obj.get("numeric-id") or str(obj.get("id"))[1:])
+            if n not in ids:  # outside the 149: one of them, same copy, so the KG stays connected
+                n = base[zlib.crc32(str(n).encode()) % len(base)]
+            if "id" in obj:
+                obj["id"] = f"@@Q:{n}@@"
+            if "numeric-id" in obj:
+                obj["numeric-id"] = f"@@N:{n}@@"
+            return
+        for v in obj.values():
+            _item_refs(v, ids, base)
+    elif isinstance(obj, list):
+        for v in obj:
+            _item_refs(v, ids, base)
+
+
+def trim(entity: dict, rng: random.Random, ids: set[int], base: list[int]) -> tuple[dict, int]:
+    """A smaller, still valid copy of a real entity (see the module docstring); (entity, statements kept)."""
+    claims = [(pid, st) for pid, sts in entity.get("claims", {}).items() for st in sts]
+    n_st = min(len(claims), max(1, round(rng.expovariate(1 / (MEAN_STATEMENTS * 1.15)))))  # cap: ~x1.15
+    keep = rng.sample(claims, n_st)
+    out: dict = {"type": entity["type"], "id": f"@@Q:{entity['id'][1:]}@@", "labels": {}, "descriptions": {},
+                 "aliases": {}, "claims": {}, "sitelinks": {}}
+    for pid, st in keep:
+        st = json.loads(json.dumps(st))
+        _item_refs(st, ids, base)
+        out["claims"].setdefault(pid, []).append(st)
+    for block in ("labels", "descriptions", "aliases"):
+        for lang in ("en", "mul"):
+            if lang in entity.get(block, {}):
+                out[block][lang] = entity[block][lang]
+    sitelinks = entity.get("sitelinks", {})
+    if "enwiki" in sitelinks:
+        out["sitelinks"]["enwiki"] = {**sitelinks["enwiki"], "title": sitelinks["enwiki"]["title"] + "@@T@@"}
+    extra = [(b, k) for b in ("labels", "descriptions", "aliases", "sitelinks") for k in entity.get(b, {})
+             if k not in out[b]]
+    rng.shuffle(extra)
+    budget = len(json.dumps(out)) + rng.uniform(1000, 6000)
+    size = len(json.dumps(out))
+    for b, k in extra:
+        if size >= budget:
+            break
+        out[b][k] = entity[b][k]
+        size += len(json.dumps(entity[b][k])) + len(k) + 4
+    return out, n_st
+
+
+class Template:
+    """One trimmed entity as byte segments around its id placeholders; :meth:`render` writes copy ``c``."""
+
+    def __init__(self, entity: dict, statements: int):
+        raw = json.dumps(entity, separators=(",", ":")).encode()
+        self.statements = statements
+        self.segments: list[bytes] = []
+        self.ops: list[tuple[str, int]] = []
+        pos = 0
+        for m in _PH.finditer(raw):
+            self.segments.append(raw[pos:m.start()])
+            if m.group(1):
+                self.ops.append(("N", int(m.group(1))))
+            elif m.group(2):
+                self.ops.append(("Q", int(m.group(2))))
+            else:
+                self.ops.append(("T", 0))
+            pos = m.end()
+        self.segments.append(raw[pos:])
+
+    def render(self, copy: int) -> bytes:
+        """Copy ``copy``: ids ``+ copy * OFFSET`` (``bench_search.rewrite``), enwiki title ``"T (copy)"``."""
+        shift = copy * OFFSET
+        title = b"" if copy == 0 else b" (%d)" % copy
+        parts = [self.segments[0]]
+        for (kind, n), seg in zip(self.ops, self.segments[1:], strict=True):
+            parts.append(b"Q%d" % (n + shift) if kind == "Q" else b"%d" % (n + shift) if kind == "N" else title)
+            parts.append(seg)
+        return b"".join(parts)
+
+
+def templates(data: Path, seed: int) -> list[list[Template]]:
+    """``VARIANTS`` trimmed templates of every distinct real entity, seeded."""
+    entities, seen = [], set()
+    for line in real_lines(data):  # the two sample files share a few entities (Q31, Q278, Q288): once each
+        e = json.loads(line)
+        if e["id"] not in seen:
+            seen.add(e["id"])
+            entities.append(e)
+    base = [int(e["id"][1:]) for e in entities if e["id"].startswith("Q")]
+    ids = set(base)
+    assert rewrite("Q42", 3) == f"Q{42 + 3 * OFFSET}"  # the id scheme rendered below
+    out = []
+    for i, e in enumerate(entities):
+        rng = random.Random(seed * 1_000_003 + i)
+        out.append([Template(*trim(e, rng, ids, base)) for _ in range(VARIANTS)])
+    return out
+
+
+def write_wikidata(tpl: list[list[Template]], n: int, path: Path) -> dict:
+    """``n`` entities as a Wikimedia-style ``[ ... ]`` dump piped through ``gzip -6``; sizes and statements."""
+    k = len(tpl)
+    plain = statements = 0
+    with open(path, "wb") as out:
+        gz = subprocess.Popen(["gzip", "-6", "-c"], stdin=subprocess.PIPE, stdout=out)
+        buf: list[bytes] = [b"[\n"]
+        for i in range(n):
+            copy, j = divmod(i, k)
+            t = tpl[j][copy % VARIANTS]
+            line = t.render(copy)
+            buf.append(line + (b",\n" if i < n - 1 else b"\n"))
+            plain += len(line)
+            statements += t.statements
+            if len(buf) >= 2000:
+                gz.stdin.write(b"".join(buf))
+                buf = []
+        buf.append(b"]\n")
+        gz.stdin.write(b"".join(buf))
+        gz.stdin.close()
+        if gz.wait():
+            raise RuntimeError("gzip failed")
+    return {"entities": n, "json_bytes": plain, "statements": statements, "gz_bytes": path.stat().st_size}
+
+
+def page_copies(n: int, pages: list[bytes], min_pages: int) -> int:
+    """Copies of the real page set for ``n`` entities: ARTICLES (pages that are not redirects) in the full dump's
+    ratio (7 M per 115 M entities), and at least ``min_pages`` pages."""
+    articles = sum(1 for p in pages if b"<redirect" not in p)
+    return max(1, math.ceil(min_pages / len(pages)), math.ceil(n * FULL_ARTICLES / FULL_ENTITIES / articles))
+
+
+def start_wikipedia(header: bytes, pages: list[bytes], copies: int,
+                    path: Path) -> tuple[subprocess.Popen, int, int]:
+    """Whole copies of the real pages (``bench_wikipedia.make_dump``), bzip2 -9 in the background;
+    (proc, pages, plain XML bytes)."""
+    plain = path.with_suffix("")  # x.xml
+    size, written = make_dump(header, pages, copies, plain)
+    proc = subprocess.Popen(["bzip2", "-9", "-f", str(plain)])  # -> x.xml.bz2, removes x.xml
+    return proc, written, size
+
+
+def bz2_seconds(path: Path) -> float:
+    """Seconds to decompress ``path`` with the stdlib ``bz2`` module (what every XML shard does first)."""
+    import bz2
+
+    t0 = time.perf_counter()
+    with bz2.open(path, "rb") as fh:
+        while fh.read(8 << 20):
+            pass
+    return time.perf_counter() - t0
+
+
+# ----------------------------------------------------------------------------------------------- measuring
+def du(path: Path) -> int:
+    """Bytes allocated under ``path`` (blocks, as ``du``)."""
+    total = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_step(argv: list[str], env: dict, log: Path, home: Path) -> dict:
+    """Run one CLI command in its own process group; wall, peak tree RSS, disk growth of ``home``, rc."""
+    d0 = du(home)
+    t0 = time.perf_counter()
+    with open(log, "wb") as fh:
+        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        ps = psutil.Process(p.pid)
+        peak = 0
+        try:
+            while p.poll() is None:
+                peak = max(peak, _tree_rss(ps))
+                time.sleep(0.2)
+        except BaseException:  # Ctrl-C: the whole step, Prefect server and workers included
+            _killpg(p.pid)
+            p.wait()
+            raise
+    wall = time.perf_counter() - t0
+    left = _group_members(p.pid)
+    if left:  # a step must not leave processes behind (e.g. its temporary Prefect server); 5 s of grace
+        time.sleep(5)
+        left = _group_members(p.pid)
+    if left:
+        print(f"    WARNING: {len(left)} process(es) of this step still alive 5 s after it exited: "
+              f"{[_cmd(q) for q in left]}; killed", flush=True)
+        _killpg(p.pid)
+    return {"wall": wall, "rss": peak, "disk": du(home) - d0, "rc": p.returncode, "left_behind": len(left)}
+
+
+def _cmd(q: psutil.Process) -> str:
+    try:
+        return " ".join(q.cmdline())[:160]
+    except psutil.Error:
+        return "?"
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    out = []
+    for q in psutil.process_iter():
+        try:
+            if os.getpgid(q.pid) == pgid:
+                out.append(q)
+        except (OSError, psutil.Error):
+            pass
+    return out
+
+
+def _killpg(pgid: int) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        time.sleep(1)
+
+
+def fail(name: str, argv: list[str], log: Path, rc: int) -> None:
+    """Print a failed step's command and the last 40 lines of its output."""
+    print(f"  FAILED: {name} (exit {rc}): {' '.join(argv)}\n  last 40 lines of its output:")
+    for line in log.read_text(errors="replace").splitlines()[-40:]:
+        print("    | " + line)
+
+
+SAMPLE = 256
+PASSAGE_RATE = r'''
+import glob, json, sys, time
+import pyarrow.parquet as pq
+from tasks.search.passages import encode
+files = sorted(glob.glob(sys.argv[1] + "/**/*.parquet", recursive=True))
+texts = pq.read_table(files[0], columns=["text"]).column("text").to_pylist()[: int(sys.argv[2])]
+encode(texts[:8])  # model load and warm-up, not timed
+t0 = time.perf_counter()
+encode(texts)
+print(json.dumps({"n": len(texts), "s": time.perf_counter() - t0}))
+'''
+
+
+def passage_rate(version: str, env: dict, rows: dict, xml_plain: int) -> tuple[float, float]:
+    """(passages/s of the product's ``encode`` on ``SAMPLE`` of the KB's passages, passages per XML byte)."""
+    folder = Path(env["LINKEDQA_HOME"]) / "kb" / version / "passages"
+    out = subprocess.run([sys.executable, "-c", PASSAGE_RATE, str(folder), str(SAMPLE)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, check=True)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return r["n"] / r["s"], rows.get("passages", 0) / xml_plain
+
+
+# ----------------------------------------------------------------------------------------------- report
+def slope(xs: list[float], ys: list[float]) -> float | None:
+    """Least-squares slope of log(y) against log(x) (None with fewer than 2 usable points)."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y and y > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    den = sum((p[0] - mx) ** 2 for p in pts)
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / den if den else None
+
+
+def _fmt_s(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s >= 2 * 86400:
+        return f"{s / 86400:,.0f} d"
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    if s >= 60:
+        return f"{s / 60:.1f} min"
+    return f"{s:.1f} s"
+
+
+def _fmt_b(b: float | None) -> str:
+    if b is None:
+        return "-"
+    for unit, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(b) >= f:
+            return f"{b / f:.1f} {unit}"
+    return f"{b:.0f} B"
+
+
+def _fmt_e(e: float | None) -> str:
+    return "-" if e is None else f"{e:.2f}"
+
+
+def _exp_word(e: float | None) -> str:
+    if e is None:
+        return "n/a"
+    if e > 1.15:
+        return "WORSE THAN LINEAR"
+    if e >= 0.85:
+        return "linear"
+    return "sub-linear"
+
+
+MIN_NET = 2.0  # seconds of wall net of start-up below which a size does not enter the wall exponent
+
+
+def _driver(res: dict, step: str) -> float:
+    kind = DRIVER.get(step, "entities")
+    if kind == "xml":
+        return res["input"]["xml_plain"]
+    if kind == "articles":
+        return res.get("rows", {}).get("articles") or res["input"]["pages"]
+    return res["input"]["entities"]
+
+
+def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
+    """Per-step tables, growth exponents and the full-dump projection."""
+    sizes = sorted(results)
+    for res in results.values():
+        for r in res["steps"].values():
+            if r.get("cli"):
+                r["startup"] = startup
+    steps: list[str] = []
+    for n in sizes:
+        for s in results[n]["steps"]:
+            if s not in steps:
+                steps.append(s)
+    print("\n== per step: wall / peak RSS (process tree) / disk growth of LINKEDQA_HOME ==")
+    print(f"(start-up of a CLI step: {startup:.1f} s (the same index command again, already built); it is in every "
+          "CLI step's wall below)")
+    for s in steps:
+        print(f"\n{s}")
+        print(f"  {'entities':>11} {'wall':>10} {'peak RSS':>10} {'disk':>10}  note")
+        for n in sizes:
+            r = results[n]["steps"].get(s)
+            if r is None:
+                continue
+            print(f"  {n:>11,} {_fmt_s(r.get('wall')):>10} {_fmt_b(r.get('rss')):>10} {_fmt_b(r.get('disk')):>10}  "
+                  f"{r.get('note', '')}")
+    print("\n== growth exponents over the sizes run (slope of log y vs log entities; ~1.0 = linear; "
+          "wall is net of the start-up) ==")
+    expo: dict[str, tuple[float | None, float | None]] = {}
+    for s in steps:
+        ns = [n for n in sizes if s in results[n]["steps"] and results[n]["steps"][s].get("wall") is not None]
+        if not ns:
+            continue
+        xs = [_driver(results[n], s) for n in ns]
+        net = [results[n]["steps"][s]["wall"] - results[n]["steps"][s].get("startup", 0) for n in ns]
+        rss = [results[n]["steps"][s].get("rss") for n in ns]
+        keep = [i for i, t in enumerate(net) if t >= MIN_NET]  # below, the start-up's noise is the signal
+        ew = slope([xs[i] for i in keep], [net[i] for i in keep])
+        er = slope(xs, rss)
+        expo[s] = (ew, er)
+        flag_r = ""
+        if er is not None and er >= 0.2:
+            flag_r = "  RSS GROWS WITH INPUT"
+        print(f"  {s:<22} wall {_fmt_e(ew):>5} ({_exp_word(ew)})   peak RSS {_fmt_e(er):>5}{flag_r}   "
+              f"[{len(keep)}/{len(ns)} sizes with >= {MIN_NET:.0f} s net; x = {DRIVER.get(s, 'entities')}]")
+    big = sizes[-1]
+    res = results[big]
+    scale = FULL_ENTITIES / big
+    xscale = FULL_XML_BYTES / res["input"]["xml_plain"]
+    print(f"\n== projection to the full dump ({FULL_ENTITIES / 1e6:.0f} M entities, {FULL_STATEMENTS / 1e9:.1f} B "
+          f"statements, {FULL_ARTICLES / 1e6:.0f} M articles) on {FULL_CORES} cores / {FULL_RAM_GB} GB ==")
+    print(f"from the largest size run ({big:,} entities, x{scale:,.0f}; its statements/entity "
+          f"{res['input']['statements'] / big:.1f} vs {MEAN_STATEMENTS:.1f} in the full dump); "
+          "wall_full = (wall - start-up) x scale^max(exponent, 1) / speed-up + start-up; RSS_full = RSS x "
+          "scale^(RSS exponent); "
+          f"scale = x{scale:,.0f} entities, or x{xscale:,.0f} XML bytes ({FULL_XML_BYTES / 1e9:.0f} GB) for the "
+          "Wikipedia-text steps, or x{:,.0f} articles for title-bm25".format(
+              FULL_ARTICLES / max(res.get("rows", {}).get("articles", 1), 1)))
+    print(f"  {'step':<22} {'exp':>5} {'2 cores here':>12} {'speed-up':>8} {'16 cores':>10} {'RSS':>10}  assumption")
+    total = dense_total = 0.0
+    stage_full: list[float] = []
+    for s in steps:
+        r = res["steps"].get(s)
+        ew, er = expo.get(s, (None, None))
+        sp, why = SPEEDUP.get(s, (1.0, "no speed-up assumed"))
+        if s == "kb build":
+            continue  # its parts are projected separately
+        if r is None or r.get("wall") is None:
+            if s.startswith("index ") and s[6:] in DENSE and s[6:] in dense_rate:
+                rate, texts_per_entity = dense_rate[s[6:]]
+                texts = texts_per_entity * (FULL_ENTITIES if s[6:] == "entity-dense" else FULL_XML_BYTES)
+                full = texts / rate / sp
+                total += full
+                dense_total += full
+                print(f"  {s:<22} {'1.00':>5} {'not run':>12} {sp:>8.0f} {_fmt_s(full):>10} {'-':>10}  "
+                      f"{rate:.0f} texts/s measured here, {texts / 1e6:.0f} M texts; {why}")
+            continue
+        # measured sub-linear exponents come from fixed costs amortising over 2-3 small sizes; they do not go on
+        # for another 2-3 decades, so the projection never scales better than linearly
+        e = max(ew, 1.0) if ew is not None else 1.0
+        k = FULL[DRIVER.get(s, "entities")] / _driver(res, s)
+        net = max(r["wall"] - r.get("startup", 0), 0.0)
+        here = net * k ** e + r.get("startup", 0)
+        if s == "stage wikidata":
+            full = r["core_s"] * k ** e / FULL_CORES
+            sp_txt = "x16/core"
+        elif s == "stage wikipedia":  # every shard: the whole decompression, then its 1/16 of the rest
+            dec = r["decompress"] * k ** e
+            rest = max(r["core_s"] - r["shards"] * r["decompress"], 0.0) * k ** e
+            full = dec + rest / FULL_CORES
+            here = r["wall"] * k ** e
+            sp_txt = "model"
+            why = f"{why}; floor = bz2 decompression of the whole file {_fmt_s(dec)}"
+        else:
+            full = net * k ** e / sp + r.get("startup", 0)
+            sp_txt = f"{sp:.0f}"
+            if net < MIN_NET:  # below what this run resolves: an upper bound
+                full = MIN_NET * k ** e / sp + r.get("startup", 0)
+                why = f"UPPER BOUND: < {MIN_NET:.0f} s net at the largest size; {why}"
+        if ew is None:
+            why = f"exponent ASSUMED 1.0 (too few sizes with >= {MIN_NET:.0f} s net); {why}"
+        rss_full = r["rss"] * k ** er if (r.get("rss") and er is not None) else None
+        over = "  > 64 GB!" if rss_full and rss_full > FULL_RAM_GB * 1e9 else ""
+        if s.startswith("stage "):
+            stage_full.append(full)  # the two inputs' shards share the pool: the longer one counts
+        else:
+            total += full
+            if s[6:] in DENSE:
+                dense_total += full
+        shown = ("< " if net < MIN_NET and s not in ("stage wikidata", "stage wikipedia") else "") + _fmt_s(full)
+        print(f"  {s:<22} {e:>5.2f} {_fmt_s(here):>12} {sp_txt:>8} {shown:>10} {_fmt_b(rss_full):>10}  "
+              f"{why}{over}")
+    total += max(stage_full, default=0.0)
+    print(f"  {'total (sequential)':<22} {'':>5} {'':>12} {'':>8} {_fmt_s(total):>10}  stage = the longer of the two "
+          "stage rows (their shards share one pool)")
+    print(f"  {'total without dense':<22} {'':>5} {'':>12} {'':>8} {_fmt_s(total - dense_total):>10}  the KB, BM25 "
+          "indexes, KG stores, export and one search-recall run")
+    print("  notes: the stage rows come from the KB manifest's shard records (wikidata: sum of shard seconds = "
+          "core-seconds; wikipedia: the longest shard); merge from merge_seconds; kb build's wall minus those two is "
+          "planning (seek index) + start-up. Extrapolating 2-3 sizes over 2-3 decades is a rehearsal, not a "
+          "measurement: a step whose cost changes regime (spilling, page cache) would not show here.")
+
+
+# ----------------------------------------------------------------------------------------------- main
+def _sh(*cmd: str) -> str:
+    try:
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "flows.cli", *args]
+
+
+def main() -> int:
+    """Generate, run, measure, report; exit status 1 when a step failed."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog="the >= 10 M point: --sizes 10000,100000,300000,10000000 (needs ~140 GB "
+                                        "of free disk by the estimate above, so it is refused on a 67 GB disk; "
+                                        "choose --workdir on a larger one; several hours on 2 cores)")
+    ap.add_argument("--sizes", default="10000,100000,300000",
+                    help="entity counts, comma-separated (empty with --load: only print the loaded figures' report)")
+    ap.add_argument("--dense-max", type=int, default=None,
+                    help="run entity-dense only up to this many entities (default: the smallest size)")
+    ap.add_argument("--passage-dense-max", type=int, default=0,
+                    help="run passage-dense only up to this many entities (default 0: never; ~10-25 passages/s "
+                         "here, ~40 passages per article; its rate is then measured on a sample and projected)")
+    ap.add_argument("--min-pages", type=int, default=300, help="Wikipedia pages at least (default 300)")
+    ap.add_argument("--shards", type=int, default=None, help="kb build --shards (default: from the size)")
+    ap.add_argument("--workers", type=int, default=2, help="kb build --workers (default 2)")
+    ap.add_argument("--seed", type=int, default=18)
+    ap.add_argument("--workdir", default=None, help="parent of the temp folder (default: the system temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp folder (inputs and LINKEDQA_HOMEs)")
+    ap.add_argument("--save", default=None, help="write the measured figures to this JSON file after each size")
+    ap.add_argument("--load", default=None,
+                    help="JSON of an earlier --save run (same machine): its sizes join the tables, exponents and "
+                         "projection (sizes run again here replace them)")
+    ap.add_argument("--stop-on-failure", action="store_true", help="stop (exit 1) at the first failed step")
+    ap.add_argument("--data", default=os.environ.get("LINKEDQA_DATA", str(ROOT.parent / "shared" / "data")))
+    a = ap.parse_args()
+    sizes = sorted({int(s) for s in a.sizes.split(",") if s.strip()})
+    if not sizes and a.load:
+        old = json.loads(Path(a.load).read_text())
+        print(f"bench_scale: report of {a.load} (commit {old.get('commit')}), nothing run")
+        report({int(k): v for k, v in old["results"].items()}, old["startup"],
+               {k: tuple(v) for k, v in old["dense_rate"].items()})
+        return 0
+    if not sizes:
+        ap.error("--sizes is empty")
+    dense_max = a.dense_max if a.dense_max is not None else sizes[0]
+    data = Path(a.data)
+
+    lscpu = _sh("lscpu")
+    model = next((ln.split(":", 1)[1].strip() for ln in lscpu.splitlines() if ln.startswith("Model name")), "?")
+    avx512 = "yes" if "avx512f" in lscpu else "no"
+    dirty = " (+ uncommitted changes)" if _sh("git", "status", "--porcelain", "--", "flows", "tasks", "storage",
+                                               "sql") else ""
+    print(f"bench_scale: commit {_sh('git', 'rev-parse', '--short', 'HEAD')}{dirty}; CPU {model}, AVX-512 {avx512}, "
+          f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB RAM; {time.strftime('%F %T %Z')}")
+    print("input: SYNTHETIC dumps built from the REAL sample files only: the real Wikidata entity lines "
+          "(trimmed, ids rewritten) and the real enwiki pages (titles/ids rewritten)")
+
+    t0 = time.perf_counter()
+    tpl = templates(data, a.seed)
+    header, pages = real_pages(data)
+    n_tpl = sum(len(v) for v in tpl)
+    mean_b = sum(len(t.render(1)) for v in tpl for t in v) / n_tpl
+    mean_st = sum(t.statements for v in tpl for t in v) / n_tpl
+    page_b = sum(map(len, pages)) / len(pages)
+    print(f"templates: {len(tpl)} real entities x {VARIANTS} trimmed variants in {time.perf_counter() - t0:.1f} s: "
+          f"mean {mean_b / 1e3:.1f} kB and {mean_st:.1f} statements per entity (full dump ~11 kB, "
+          f"{MEAN_STATEMENTS:.1f}); {len(pages)} real pages, mean {page_b / 1e3:.1f} kB")
+
+    # disk and time, up front
+    per_entity_home = 8e3  # KB + BM25 + KG stores (5.8 kB/entity measured at 100k-300k; dense adds ~3 kB)
+    need = []
+    for n in sizes:
+        pg = page_copies(n, pages, a.min_pages) * len(pages)
+        inputs = n * mean_b / 6.5 + pg * page_b / 4.5  # gzip -6 on this JSON ~6.5x, bzip2 -9 on the XML ~4.5x
+        tmp_xml = pg * page_b
+        need.append((n, inputs, tmp_xml, n * per_entity_home))
+    peak_need = (sum(i + h for _, i, _, h in need) + max(x for *_, x, _ in need)) if a.keep else \
+        max(i + x + h for _, i, x, h in need)
+    parent = Path(a.workdir or tempfile.gettempdir())
+    free = shutil.disk_usage(parent).free
+    print(f"disk: need ~{_fmt_b(peak_need)} at the peak ({'all sizes kept' if a.keep else 'one size at a time'}: "
+          f"inputs ~{mean_b / 6.5 / 1e3:.1f} kB/entity .json.gz, LINKEDQA_HOME ~{per_entity_home / 1e3:.0f} kB/entity, "
+          f"plain XML while it is compressed), free {_fmt_b(free)} under {parent}")
+    if peak_need > free * 0.9:
+        print(f"REFUSED: the sizes {sizes} need ~{_fmt_b(peak_need)} but only {_fmt_b(free)} is free under "
+              f"{parent} (keep 10% spare); choose smaller --sizes or another --workdir", file=sys.stderr)
+        return 2
+    # a priori ~1.2 ms per entity for build + bm25 + KG + export on 2 cores, dense ~400 texts/s, ~15 s start-up/step
+    steps_n = 3 + len(INDEX_KINDS)
+    est = sum(n * 1.2e-3 + steps_n * 15 + (n * 2 / 410 if n <= dense_max else 0) for n in sizes)
+    print(f"time: ~{_fmt_s(est)} a priori (~1.2 ms/entity + ~15 s start-up per step + entity-dense at ~410 texts/s "
+          "up to "
+          f"{dense_max:,} entities); refined after each size", flush=True)
+
+    work = Path(tempfile.mkdtemp(prefix="lqa-bench-scale-", dir=a.workdir))
+    results: dict[int, dict] = {}
+    dense_rate: dict[str, tuple[float, float]] = {}
+    if a.load:
+        old = json.loads(Path(a.load).read_text())
+        results.update({int(k): v for k, v in old["results"].items()})
+        dense_rate.update({k: tuple(v) for k, v in old["dense_rate"].items()})
+        startup = old["startup"]
+        print(f"loaded sizes {sorted(results)} from {a.load} (commit {old.get('commit')}); start-up {startup:.1f} s")
+    startup = 0.0
+    failed = False
+    try:
+        for n in sizes:
+            t_size = time.perf_counter()
+            sdir = work / f"n{n}"
+            home = sdir / "home"
+            home.mkdir(parents=True)
+            env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+            env.update(LINKEDQA_HOME=str(home), LINKEDQA_DATA=str(data), PYTHONUNBUFFERED="1")
+            print(f"\n=== {n:,} entities ({sdir}) ===", flush=True)
+            t0 = time.perf_counter()
+            xml = sdir / "enwiki-pages-articles.xml.bz2"
+            bz, n_pg, xml_plain = start_wikipedia(header, pages, page_copies(n, pages, a.min_pages), xml)
+            wd = write_wikidata(tpl, n, sdir / "wikidata-all.json.gz")
+            if bz.wait():
+                raise RuntimeError("bzip2 failed")
+            xml_b = xml.stat().st_size
+            print(f"  input in {time.perf_counter() - t0:.0f} s: {wd['gz_bytes'] / 1e6:.1f} MB .json.gz "
+                  f"({wd['json_bytes'] / 1e6:.0f} MB JSON, mean {wd['json_bytes'] / n / 1e3:.1f} kB and "
+                  f"{wd['statements'] / n:.1f} statements per entity), {xml_b / 1e6:.1f} MB .xml.bz2 "
+                  f"({n_pg:,} pages)", flush=True)
+            res: dict = {"input": {**wd, "xml_bytes": xml_b, "xml_plain": xml_plain, "pages": n_pg}, "steps": {},
+                         "input_s": time.perf_counter() - t0}
+            results[n] = res
+            log_dir = sdir / "logs"
+            log_dir.mkdir()
+
+            def step(name: str, argv: list[str], res=res, env=env, home=home, log_dir=log_dir) -> dict | None:
+                log = log_dir / (re.sub(r"\W+", "_", name) + ".log")
+                r = run_step(argv, env, log, home)
+                r["cli"] = True  # a CLI command: the start-up is in its wall (set in report)
+                r["log"] = log
+                res["steps"][name] = r
+                print(f"  {name:<22} {_fmt_s(r['wall']):>9}  peak RSS {_fmt_b(r['rss']):>9}  "
+                      f"disk +{_fmt_b(r['disk'])}", flush=True)
+                if r["rc"]:
+                    fail(name, argv, log, r["rc"])
+                    r["wall"] = None
+                    return None
+                return r
+
+            if n == sizes[0]:
+                r = run_step(_cli("kb", "list"), env, log_dir / "kb_list.log", home)
+                print(f"  `kb list` (CLI start-up without a flow): {r['wall']:.1f} s, peak RSS {_fmt_b(r['rss'])}",
+                      flush=True)
+            shards = a.shards or max(2, math.ceil(wd["json_bytes"] / 512e6))
+            b = step("kb build", _cli("kb", "build", "--wikidata", str(sdir / "wikidata-all.json.gz"),
+                                      "--wikipedia", str(xml), "--name", f"scale{n}", "--shards", str(shards),
+                                      "--workers", str(a.workers)))
+            if b is None:
+                failed = True
+                if a.stop_on_failure:
+                    break
+                continue
+            b["note"] = f"--shards {shards} --workers {a.workers}"
+            mans = [json.loads(p.read_text()) for p in (home / "kb").glob("*/manifest.json")]
+            man = next(m for m in mans if m.get("name") == f"scale{n}")
+            version = man["kb_version"]
+            merge_s = sum(man.get("merge_seconds", {}).values())
+            wd_sh = [s for s in man.get("shards", []) if s["kind"] == "wikidata-json"]
+            wp_sh = [s for s in man.get("shards", []) if s["kind"] != "wikidata-json"]
+            core_s = sum(s["seconds"] for s in wd_sh)
+            rc = man.get("row_counts", {})
+            res["rows"] = rc
+            res["steps"]["stage wikidata"] = {
+                "wall": core_s / a.workers, "core_s": core_s,
+                "rss": max(s.get("peak_rss_mb", 0) for s in wd_sh) * 2**20, "startup": 0.0,
+                "note": f"{len(wd_sh)} shards, {core_s:.1f} core-s, {wd['json_bytes'] / 1e6 / core_s:.1f} MB/s "
+                        "per core (shard records; RSS = largest shard)"}
+            if wp_sh:
+                dec = bz2_seconds(xml)
+                longest = max(s["seconds"] for s in wp_sh)
+                res["steps"]["stage wikipedia"] = {
+                    "wall": longest, "startup": 0.0, "shards": len(wp_sh), "decompress": dec,
+                    "core_s": sum(s["seconds"] for s in wp_sh),
+                    "rss": max(s.get("peak_rss_mb", 0) for s in wp_sh) * 2**20,
+                    "note": f"longest of {len(wp_sh)} shards; {sum(s['seconds'] for s in wp_sh):.1f} core-s; "
+                            f"bz2 decompression alone {dec:.1f} s; {n_pg:,} pages, {xml_plain / 1e6:.0f} MB XML"}
+            res["steps"]["merge"] = {"wall": merge_s, "startup": 0.0, "rss": None,
+                                     "note": "manifest merge_seconds: " + ", ".join(
+                                         f"{k} {v:.1f}" for k, v in sorted(man.get("merge_seconds", {}).items(),
+                                                                           key=lambda kv: -kv[1])[:4])}
+            print(f"  KB {version}: " + ", ".join(f"{k} {v:,}" for k, v in sorted(rc.items())) +
+                  f"; stage (wikidata) {core_s:.1f} core-s in {len(wd_sh)} shards, merge {merge_s:.1f} s",
+                  flush=True)
+            if "passage-dense" not in dense_rate and n > min(dense_max, a.passage_dense_max):
+                dense_rate["passage-dense"] = passage_rate(version, env, rc, xml_plain)
+                print(f"  passage-dense encode rate, in-process sample of {SAMPLE} of this KB's passages (model "
+                      f"load excluded): {dense_rate['passage-dense'][0]:.1f} passages/s", flush=True)
+            for kind in INDEX_KINDS:
+                name = f"index {kind}"
+                limit = dense_max if kind == "entity-dense" else min(dense_max, a.passage_dense_max)
+                if kind in DENSE and n > limit:
+                    known = dense_rate.get(kind)
+                    texts = rc.get("passages", 0) if kind == "passage-dense" else \
+                        rc.get("entities", n) * (known[1] if known else 2)
+                    eta = f" (would take ~{_fmt_s(texts / known[0])} at the measured {known[0]:.0f} texts/s)" \
+                        if known else ""
+                    why_not = f"not run above {limit:,} entities" if limit else "not run (--passage-dense-max 0)"
+                    print(f"  {name:<22} {why_not}{eta}", flush=True)
+                    res["steps"][name] = {"wall": None, "note": f"{why_not}{eta}"}
+                    continue
+                r = step(name, _cli("kb", "index", "--kb", version, "--kind", kind))
+                if r is not None and not startup:
+                    # the fixed cost of every step: the same command again, its index already built (CLI
+                    # imports, the command's temporary Prefect server, the flow run, the done check)
+                    again = run_step(_cli("kb", "index", "--kb", version, "--kind", kind), env,
+                                     log_dir / "startup.log", home)
+                    if not again["rc"]:
+                        startup = again["wall"]
+                        print(f"  start-up of a step (`kb index --kind {kind}` again, already built: CLI + its "
+                              f"temporary Prefect server + flow run): {startup:.1f} s, peak RSS "
+                              f"{_fmt_b(again['rss'])}", flush=True)
+                if r is None:
+                    failed = True
+                    if a.stop_on_failure:
+                        break
+                    continue
+                if kind in DENSE:
+                    done = next(iter((home / "indexes" / version).glob(f"{kind}.v*/_done.json")), None)
+                    meta = json.loads(done.read_text()) if done else {}
+                    texts = meta.get("doc_count", 0)
+                    rate = meta.get("encode_per_s") or texts / max(r["wall"] - startup, 1e-3)
+                    per = texts / rc.get("entities", n) if kind == "entity-dense" else texts / xml_plain
+                    dense_rate[kind] = (rate, per)
+                    r["note"] = f"{texts:,} texts, encoded at {rate:.0f} texts/s (index meta)"
+            if failed and a.stop_on_failure:
+                break
+            nt = sdir / "kb.nt.gz"
+            r = step("export-nt", _cli("kb", "export-nt", "--kb", version, str(nt)))
+            if r is not None:
+                r["note"] = f"{nt.stat().st_size / 1e6:.1f} MB .nt.gz (outside LINKEDQA_HOME, not in disk)"
+                r["disk"] = nt.stat().st_size
+                nt.unlink()
+            else:
+                failed = True
+            r = step("search-recall", _cli("run", "search-recall", "--dataset", "webqsp-el", "--split", "test",
+                                           "--kb", version, "--limit", "200"))
+            if r is None:
+                failed = True
+            else:
+                found = dict(re.findall(r"\b(recall@(?:1|10|50)(?:_covered)?|kb_coverage)\s*[=:]?\s*([0-9.]+)",
+                                        r["log"].read_text(errors="replace")))
+                r["note"] = ", ".join(f"{k} {v}" for k, v in found.items())
+            home_b = du(home)
+            res["home_bytes"] = home_b
+            res["seconds"] = time.perf_counter() - t_size
+            if a.save:
+                Path(a.save).write_text(json.dumps(
+                    {"commit": _sh("git", "rev-parse", "--short", "HEAD"), "startup": startup,
+                     "dense_rate": dense_rate, "results": results}, indent=1, default=str))
+            print(f"  size done in {_fmt_s(res['seconds'])}; LINKEDQA_HOME {_fmt_b(home_b)} "
+                  f"({home_b / n / 1e3:.1f} kB/entity)", flush=True)
+            rest = [m for m in sizes if m > n]
+            if rest:
+                cli = [(k, r) for k, r in res["steps"].items() if r.get("cli") and r.get("wall") is not None]
+                fixed = startup * len(cli)
+                var = sum(r["wall"] for k, r in cli if k[6:] not in DENSE) - fixed + res["input_s"]
+                eta = sum(max(var, 0) * m / n + fixed for m in rest)
+                print(f"  remaining sizes {rest}: ~{_fmt_s(eta)} if linear (start-up per step not scaled)",
+                      flush=True)
+            if not a.keep:
+                shutil.rmtree(sdir, ignore_errors=True)
+            if failed and a.stop_on_failure:
+                break
+        if results:
+            report({n: r for n, r in results.items() if r.get("steps")}, startup, dense_rate)
+    except KeyboardInterrupt:
+        print("\ninterrupted: the running step's process group was stopped", file=sys.stderr)
+        return 130
+    finally:
+        if a.keep:
+            print(f"\nkept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
