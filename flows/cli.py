@@ -21,7 +21,7 @@ from pathlib import Path
 
 from flows.demo_summary import print_demo_summary
 from flows.notebook_report import _ANSI, execute_notebooks
-from flows.prefect_server import bind_ephemeral_server
+from flows.prefect_server import bind_ephemeral_server, spawn_ephemeral_server
 from flows.report_views import print_report
 from flows.signals import exit_after_interrupt, stop_on_signals
 from storage import layout
@@ -123,13 +123,18 @@ def _start_prefect() -> None:
 def cmd_kb_build(a: argparse.Namespace) -> int:
     """``linkedqa kb build``: the ``build_kb_from_inputs`` flow (plan from every input kind -> ``build_kb``)."""
     from flows.build_kb import build_kb_from_inputs  # heavy: pulls prefect
+    from tasks.kb_tasks import shutdown_pool, warm_pool
 
-    _start_prefect()
-    t0 = time.perf_counter()
-    ref = build_kb_from_inputs(sample=a.sample, name=a.name, wikidata=a.wikidata, truthy=a.truthy, kgtk=a.kgtk,
-                               triples=a.triples, wikipedia=a.wikipedia, properties=a.properties,
-                               title_maps=a.title_map, shards_per_file=a.shards, workers=a.workers,
-                               languages=a.languages)
+    warm_pool(a.workers)  # worker start-up overlaps the Prefect server's
+    try:
+        _start_prefect()
+        t0 = time.perf_counter()
+        ref = build_kb_from_inputs(sample=a.sample, name=a.name, wikidata=a.wikidata, truthy=a.truthy,
+                                   kgtk=a.kgtk, triples=a.triples, wikipedia=a.wikipedia, properties=a.properties,
+                                   title_maps=a.title_map, shards_per_file=a.shards, workers=a.workers,
+                                   languages=a.languages)
+    finally:
+        shutdown_pool()  # also when the KB was already built and no shard used the warmed workers
     print(f"\nKB {ref.version} ready in {time.perf_counter() - t0:.1f}s  ({layout.kb_dir(ref.version)})")
     _print_counts(ref.extra)
     return 0
@@ -475,7 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{','.join(DEFAULT_LANGUAGES)}; {ALL_LANGUAGES} with --sample); part of the KB version")
     b.add_argument("--name", default=None, help="KB name (version = NAME-<hash8>)")
     b.add_argument("--shards", type=int, default=1,
-                   help="byte-range shards per line input file (.gz/.bz2: of its decompressed bytes)")
+                   help="byte-range shards per line input file (.gz/.bz2: of its decompressed bytes); a "
+                        "Wikipedia XML file gets at most --workers (each XML shard reads the whole file)")
     b.add_argument("--workers", type=int, default=1, help="worker processes for shards")
     b.set_defaults(fn=cmd_kb_build)
     ke = kb.add_parser("export-nt", help="write the KB as Wikidata-style N-Triples (.nt or .nt.gz)")
@@ -624,10 +630,21 @@ def _error_kind(exc: BaseException) -> tuple[int, str]:
     return EXIT_OTHER, "re-run with -v for Prefect logs; a re-run resumes where it stopped"
 
 
+def _needs_prefect(args: argparse.Namespace) -> bool:
+    """Whether the command runs a flow (and so needs a Prefect API)."""
+    fn = getattr(args, "fn", None)
+    if fn is cmd_eval:
+        return bool(args.write or args.all)
+    return fn in (cmd_kb_build, cmd_kb_export_nt, cmd_kb_index, cmd_kb_download, cmd_data_load, cmd_data_import,
+                  cmd_data_fetch, cmd_run, cmd_demo)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``linkedqa`` console script."""
     args = build_parser().parse_args(argv)
     setup_env(args.verbose)
+    if _needs_prefect(args):
+        spawn_ephemeral_server()  # boots while the command imports its flow; waited for by _start_prefect()
     with stop_on_signals() as armed:
         try:
             return args.fn(args)

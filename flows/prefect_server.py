@@ -1,27 +1,40 @@
-"""The ephemeral Prefect API server of a `linkedqa` command, bound to the command's life.
+"""The temporary Prefect API server of a `linkedqa` command, started early and bound to the command's life.
 
-Without ``PREFECT_API_URL`` Prefect starts a temporary API server (a ``uvicorn`` child process) on first use and
-stops it at exit. A command that is SIGKILLed (OOM killer, a lost node, ``kill -9``) never reaches that exit
-hook, so the server used to live on as an orphan: a port and ~250 MB held until reboot.
+Without ``PREFECT_API_URL`` a command that runs a flow needs Prefect's temporary API server (a ``uvicorn`` child
+process running ``prefect.server.api.server:create_app``, the command line of Prefect's own
+``SubprocessASGIServer``). Two things are done differently from Prefect's lazy start:
 
-``bind_ephemeral_server()`` starts that same server (Prefect's ``SubprocessASGIServer`` singleton, same command
-line) from the main thread *before* any flow runs, with the Linux parent-death signal set in the child
-(``prctl(PR_SET_PDEATHSIG, SIGTERM)``): when the command dies, however it dies, the kernel sends the server
-SIGTERM. The signal is tied to the thread that forked the child, which is why the start happens on the main
-thread (it lives as long as the process); Prefect's clients then find the running singleton and reuse it. With
-``PREFECT_API_URL`` set (a real server), elsewhere than Linux, or off the main thread, it does nothing.
+* **Bound to the command** (the parent-death signal, ``prctl(PR_SET_PDEATHSIG, SIGTERM)``, set in the child):
+  a command that is SIGKILLed (OOM killer, a lost node, ``kill -9``) never reaches an exit hook, so the server
+  used to live on as an orphan holding a port and ~250 MB. The signal is tied to the thread that forked the
+  child, so the spawn happens on the main thread.
+* **Started early, without importing the server** (:func:`spawn_ephemeral_server`, called by the CLI right
+  after parsing): the server boots (~9 s of imports on 2 cores) while the command imports its flows and plans,
+  and the command process never imports ``prefect.server.api.server`` (another ~5 s) because Prefect's clients
+  find the server through ``PREFECT_API_URL``, set in this process before Prefect is imported.
+  :func:`bind_ephemeral_server` then waits until it answers ``/api/health``. In a process that imported Prefect
+  before (a test, a script calling the CLI's ``main``), Prefect's own ``SubprocessASGIServer`` is started
+  instead, with the same parent-death signal.
+
+With ``PREFECT_API_URL`` already set (a real server, or the tests' harness), elsewhere than Linux, or off the main
+thread, nothing is started.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
+import importlib.util
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
@@ -36,25 +49,135 @@ def _die_with_parent_fn():
     return preexec
 
 
-def bind_ephemeral_server() -> str | None:
-    """Start the command's ephemeral Prefect server tied to this process; return its API URL.
+#: Seconds to wait for the server's ``/api/health`` unless ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` says
+#: (a cold start on a loaded 2-core machine takes ~15 s).
+STARTUP_TIMEOUT_S = 120.0
 
-    Returns:
-        The API URL, or ``None`` when nothing was started (``PREFECT_API_URL`` set, not Linux, not the main
-        thread).
+
+class _Server:
+    """The uvicorn child this process spawned (at most one)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.url: str | None = None
+        self.ready = False
+
+    def spawn(self) -> None:
+        port = _free_port()
+        self.url = f"http://127.0.0.1:{port}/api"
+        env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        env.update(PREFECT_UI_ENABLED="0", PREFECT__SERVER_EPHEMERAL="1", PREFECT__SERVER_FINAL="1")
+        argv = [sys.executable, "-m", "uvicorn", "--app-dir", _prefect_parent_dir(), "--factory",
+                "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
+                "--log-level", "error", "--lifespan", "on"]
+        with uvicorn_dies_with_this_process():
+            self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+        os.environ["PREFECT_API_URL"] = self.url  # Prefect's clients (imported after this) use it
+
+    def wait(self) -> str:
+        import urllib.error
+        import urllib.request
+
+        assert self.proc is not None and self.url is not None
+        timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or STARTUP_TIMEOUT_S)
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            code = self.proc.poll()
+            if code is not None:
+                raise RuntimeError(f"the temporary Prefect server exited with code {code} before it answered on "
+                                   f"{self.url} (its output is above); re-run the command, or start one with "
+                                   "`make serve` and export PREFECT_API_URL")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
+                    self.ready = resp.status == 200
+            except (urllib.error.URLError, OSError):
+                pass
+            if not self.ready:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the temporary Prefect server did not answer on {self.url} within "
+                                       f"{timeout:.0f} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)")
+                time.sleep(0.1)
+        return self.url
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+_SERVER = _Server()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _prefect_parent_dir() -> str:
+    """The folder holding the ``prefect`` package (uvicorn's ``--app-dir``), found without importing Prefect."""
+    spec = importlib.util.find_spec("prefect")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the prefect package is not installed in this environment")
+    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+
+
+def _can_start() -> bool:
+    return (not os.environ.get("PREFECT_API_URL") and sys.platform.startswith("linux")
+            and threading.current_thread() is threading.main_thread())
+
+
+def spawn_ephemeral_server() -> None:
+    """Start this command's temporary Prefect server without waiting for it.
+
+    A no-op when it cannot be started, ``PREFECT_API_URL`` is set, or Prefect is already imported in this process
+    (its settings were read then, so it would not see the URL: :func:`bind_ephemeral_server` then starts
+    Prefect's own ``SubprocessASGIServer``). The server is stopped at exit, and by the kernel if this process
+    dies.
     """
-    if os.environ.get("PREFECT_API_URL") or not sys.platform.startswith("linux"):
-        return None
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    from prefect.server.api.server import SubprocessASGIServer  # heavy: prefect
+    if _SERVER.proc is not None or not _can_start() or "prefect" in sys.modules:
+        return
+    _SERVER.spawn()
+    atexit.register(_SERVER.stop)
+
+
+def _bind_prefects_own_server() -> str:
+    """Prefect's lazily started ``SubprocessASGIServer`` singleton, started now with the parent-death signal."""
+    from prefect.server.api.server import SubprocessASGIServer  # heavy: prefect's server application
 
     server = SubprocessASGIServer()  # the process-wide singleton Prefect's clients use
-    if server.running:
-        return server.api_url
-    with uvicorn_dies_with_this_process():
-        server.start()  # also registers Prefect's own atexit stop() for a normal exit
+    if not server.running:
+        with uvicorn_dies_with_this_process():
+            server.start()  # also registers Prefect's own atexit stop() for a normal exit
     return server.api_url
+
+
+def bind_ephemeral_server() -> str | None:
+    """Make sure this command's temporary Prefect server runs and answers; return its API URL.
+
+    Spawns it first if :func:`spawn_ephemeral_server` did not.
+
+    Returns:
+        The API URL, or ``None`` when nothing was started (``PREFECT_API_URL`` set by the user, not Linux, not
+        the main thread).
+
+    Raises:
+        RuntimeError: The server exited or did not answer within :data:`STARTUP_TIMEOUT_S`.
+    """
+    if _SERVER.proc is not None:
+        return _SERVER.wait()
+    if not _can_start():
+        return None
+    if "prefect" in sys.modules:  # too late for PREFECT_API_URL: Prefect's clients use its own singleton
+        return _bind_prefects_own_server()
+    spawn_ephemeral_server()
+    return _SERVER.wait()
 
 
 @contextlib.contextmanager
