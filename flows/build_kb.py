@@ -76,7 +76,8 @@ def build_kb_from_inputs(sample: bool = True, name: str | None = None, wikidata:
         properties: ``properties.json(.gz)`` label lists.
         title_maps: ``QID;title;url`` maps.
         shards_per_file: Byte shards per line file (plain, .gz or .bz2: a compressed one is split over its
-            decompressed bytes).
+            decompressed bytes); a Wikipedia XML file gets at most ``workers`` of them (each XML shard
+            decompresses the whole file).
         workers: Worker processes.
         languages: Label languages to keep, comma-separated (``en,mul``) or ``all``; default ``all`` for the
             sample KB, ``en,mul`` (``tasks.kb.plan.DEFAULT_LANGUAGES``) otherwise. Part of the KB version.
@@ -86,5 +87,5 @@ def build_kb_from_inputs(sample: bool = True, name: str | None = None, wikidata:
     """
     inputs = {"wikidata": wikidata or [], "truthy": truthy or [], "kgtk": kgtk or [], "triples": triples or [],
               "wikipedia": wikipedia or [], "properties": properties or [], "title_maps": title_maps or []}
-    plan = plan_kb_task(sample, name, inputs, shards_per_file, languages)
+    plan = plan_kb_task(sample, name, inputs, shards_per_file, languages, workers)
     return build_kb(plan, workers=workers)
