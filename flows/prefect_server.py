@@ -33,6 +33,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,9 +77,6 @@ class _Server:
         os.environ["PREFECT_API_URL"] = self.url  # Prefect's clients (imported after this) use it
 
     def wait(self) -> str:
-        import urllib.error
-        import urllib.request
-
         assert self.proc is not None and self.url is not None
         timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or STARTUP_TIMEOUT_S)
         deadline = time.monotonic() + timeout
@@ -87,8 +86,8 @@ class _Server:
                 raise RuntimeError(f"the temporary Prefect server exited with code {code} before it answered on "
                                    f"{self.url} (its output is above); re-run the command, or start one with "
                                    "`make serve` and export PREFECT_API_URL")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
+            try:  # loopback: never through an HTTP(S)_PROXY of the environment
+                with _NO_PROXY.open(f"{self.url}/health", timeout=2) as resp:
                     self.ready = resp.status == 200
             except (urllib.error.URLError, OSError):
                 pass
@@ -112,6 +111,7 @@ class _Server:
 
 
 _SERVER = _Server()
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def _free_port() -> int:
