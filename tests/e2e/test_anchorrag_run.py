@@ -4,8 +4,9 @@ questions whose topic entities the KB holds (real dense entity index, real DuckD
 predictions and every ``sql/checks`` query returning no rows.
 
 The KB is ``kbkit.build_tog_kb`` (a subset of the sample KB's inputs, published in a warehouse of its own), so the
-dense entity index builds in seconds. Bounds for a 2-core machine without AVX-512: 2 questions, depth 1,
-completion bounds of 128/96 tokens per call.
+dense entity index builds in seconds. Bounds for a 2-core machine without AVX-512 (the engine reads ~150 prompt
+tokens/s): one question to both methods (the one whose country the 0.5B model names), depth 1, completion bounds
+of 128/96 tokens per call; one more question through the flow.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from tests.unit.kbkit import build_tog_kb
 
 pytestmark = pytest.mark.llm
 
-TOPICS = {"what type of currency do they use in thailand?": "Q869", "what kind of money do they use in germany?":
-          "Q183"}
+# the 0.5B model answers "currency" for "what type of currency do they use in thailand?" (Q869): no country named
+TOPICS = {"what kind of money do they use in germany?": "Q183"}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def _notes(p: dict) -> list[dict]:
     return [t for t in json.loads(p["trajectory"]) if t["kind"] == "note"]
 
 
-@pytest.mark.llm_budget(prompt=20_000, completion=3_500)
+@pytest.mark.llm_budget(prompt=10_000, completion=1_800)
 def test_anchorrag_and_tog_with_the_real_engine(tog_env, embedded_llm, tog_home, data_root):
     from tasks.datasets.registry import load_dataset
     from tasks.methods.base import MethodContext
@@ -60,7 +61,7 @@ def test_anchorrag_and_tog_with_the_real_engine(tog_env, embedded_llm, tog_home,
     assert [r["gold_entities"] for r in items] == [[TOPICS[r["question"]]] for r in items]
     ctx = MethodContext(kb_version=tog_env, root=tog_home, dataset="webquestions", task="kgqa-open")
     results = {}
-    # token budget (worst case, every call at its bound): 2 questions x (AnchorRAG depth 1 with m=3 agents,
+    # token budget (worst case, every call at its bound): 1 question x (AnchorRAG depth 1 with m=3 agents,
     # ToG depth 1) x <= 128 completion tokens per call
     bounds = {"max_tokens": "128", "max_tokens_step": "96"}
     for name, settings in (("anchorrag", {"depth": "1", **bounds}), ("tog", {"depth": "1", **bounds})):
@@ -72,33 +73,29 @@ def test_anchorrag_and_tog_with_the_real_engine(tog_env, embedded_llm, tog_home,
             assert o["error"] is None, o["error"]
             assert _notes(o)[-1]["answered_by"] in ("retrieval", "cot")
             assert o["llm_calls"] >= 3 and o["prompt_tokens"] > 0
-        # every step of both questions went to the engine as one batch
-        assert stats.llm_batches < sum(o["llm_calls"] for o in outs)
-    # the predictor: when the LLM names the country (the 0.5B model answers "currency" for the Thailand question
-    # and "Germany, Germany" for the other), the dense name vector + grounding put that country among the anchors
-    named = 0
-    for o, it in zip(results["anchorrag"], items, strict=True):
-        assert len(o["predicted_entities"]) == 3
-        country = "thailand" if it["gold_entities"] == ["Q869"] else "germany"
-        if country in [k.lower() for k in _notes(o)[0]["keywords"]]:
-            named += 1
-            assert it["gold_entities"][0] in o["predicted_entities"], _notes(o)[0]
-    assert named >= 1
+        if name == "anchorrag":  # the m=3 agents' steps go to the engine together, one batch per round
+            assert stats.llm_batches < sum(o["llm_calls"] for o in outs)
+    # the predictor: the LLM names the country (the 0.5B model answers "Germany, Germany"), and the dense name
+    # vector + grounding put that country among the 3 anchors
+    (o,), (it,) = results["anchorrag"], items
+    assert len(o["predicted_entities"]) == 3
+    assert "germany" in [k.lower() for k in _notes(o)[0]["keywords"]], _notes(o)[0]
+    assert it["gold_entities"][0] in o["predicted_entities"], _notes(o)[0]
     # AnchorRAG runs m=3 agents per question: more calls than ToG's single beam
     assert sum(o["llm_calls"] for o in results["anchorrag"]) > sum(o["llm_calls"] for o in results["tog"])
 
 
-@pytest.mark.llm_budget(prompt=8_500, completion=2_000)
+@pytest.mark.llm_budget(prompt=5_000, completion=1_000)
 def test_anchorrag_through_the_flow_on_the_noisy_split(tog_env, embedded_llm, prefect_harness):
     from flows.run_method import run_method
     from tasks.runs.config import RunConfig
     from tasks.runs.execute import recompute_metrics
 
-    cfg = RunConfig(method="anchorrag", dataset="webquestions", split="test-noisy", limit=2, kb=tog_env,
-                    settings={"depth": "1", "m": "2"})
+    cfg = RunConfig(method="anchorrag", dataset="webquestions", split="test-noisy", limit=1, kb=tog_env,
+                    settings={"depth": "1", "m": "2", "max_tokens": "128", "max_tokens_step": "96"})
     run_id = run_method(cfg)
     rdir = layout.run_dir(run_id)
-    assert read_manifest(rdir)["row_counts"]["predictions"] == 2
+    assert read_manifest(rdir)["row_counts"]["predictions"] == 1
     preds = read_table(rdir / "predictions", "predictions").to_pylist()
     for p in preds:
         assert p["error"] is None, p["error"]
