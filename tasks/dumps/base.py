@@ -206,6 +206,23 @@ def reject(source_file: Path | str, reason: str, raw: bytes | str | None, offset
     )
 
 
+def open_shard(path: Path, shard: Shard) -> io.BufferedIOBase:
+    """Open the stream a shard reads: the decompressed bytes, seekable to ``shard.start`` where it is a byte range.
+
+    A byte range of a ``.gz``/``.bz2`` file reads through the file's seek index (``shard.seek_index``); any other
+    compressed shard reads the stream from its start (:func:`open_text_stream`).
+
+    Raises:
+        ValueError: A byte range of a compressed file without its seek index (``.xz`` is never indexed).
+    """
+    compressed = is_compressed(path)
+    indexed = compressed and shard.seek_index is not None and not shard.by_lines
+    if compressed and not shard.by_lines and not indexed and (shard.start or shard.end is not None):
+        raise ValueError(f"{path}: a byte range of a compressed file needs its seek index "
+                         "(tasks.dumps.base.byte_shards); .xz files are sharded by lines")
+    return open_at(path, shard.seek_index, active_byte_counter()) if indexed else open_text_stream(path)
+
+
 def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int, int, bytes]]:
     """Yield ``(line_number, byte_offset, line_bytes)`` for the lines of one shard.
 
@@ -217,15 +234,10 @@ def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int, int, b
         shard: Slice to read (a byte range of a compressed file needs its ``seek_index``).
     """
     path = Path(path)
-    compressed = is_compressed(path)
-    indexed = compressed and shard.seek_index is not None and not shard.by_lines
-    if compressed and not shard.by_lines and not indexed and (shard.start or shard.end is not None):
-        raise ValueError(f"{path}: a byte range of a compressed file needs its seek index "
-                         "(tasks.dumps.base.byte_shards); .xz files are sharded by lines")
     offset = 0
     lineno = 0
     try:
-        with (open_at(path, shard.seek_index, active_byte_counter()) if indexed else open_text_stream(path)) as fh:
+        with open_shard(path, shard) as fh:
             if not shard.by_lines and shard.start > 0:
                 fh.seek(shard.start - 1)
                 # if the byte before start is a newline, the shard starts on a line boundary
@@ -256,6 +268,12 @@ def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int, int, b
         raise DumpError(f"{path}: unreadable after byte offset {offset} (decompressed): {exc}") from exc
 
 
+def byte_shardable(path: Path) -> bool:
+    """Whether :func:`byte_shards` can cut the file into byte ranges: plain files, ``.gz`` and ``.bz2``."""
+    path = Path(path)
+    return not is_compressed(path) or seekable(path)
+
+
 def byte_shards(path: Path, n: int, cache: Path | None = None) -> list[Shard]:
     """Split a line file into ``n`` byte-range shards that tile it (``.gz``/``.bz2``: its decompressed bytes).
 
@@ -273,7 +291,7 @@ def byte_shards(path: Path, n: int, cache: Path | None = None) -> list[Shard]:
     """
     path = Path(path)
     compressed = is_compressed(path)
-    if n <= 1 or (compressed and not seekable(path)):
+    if n <= 1 or not byte_shardable(path):
         return [Shard(0, 1, 0, None, by_lines=compressed)]
     if compressed:
         index = seek_index(path, cache)

@@ -33,11 +33,21 @@ Parsing is streamed with expat (the parser under ``xml.etree.ElementTree.iterpar
 page is held at a time (memory bounded by the largest page), and expat reports the exact byte offset of each
 ``<page>``, which iterparse does not expose.
 
-Sharding: ``Shard(index=i, count=n)`` takes the pages whose ordinal (0-based position among all ``<page>``
-elements of the file, every namespace counted) satisfies ``ordinal % n == i``. Every shard decompresses and
-scans the whole file but only parses the wikitext of its own pages; the shards' outputs tile the file's
-output.
-``start``/``end``/``by_lines`` are ignored for XML.
+Sharding, two ways; either way the shards' outputs tile the file's output:
+
+* **By byte range** (``tasks.dumps.base.byte_shards``: plain files, and ``.gz``/``.bz2`` through their seek
+  index, one parallel decompression per file): a shard ``[start, end)`` of the decompressed bytes owns the pages
+  whose ``<page>`` tag starts in it. It seeks to ``start``, skips to the first ``<page>`` tag (inside ``<text>``
+  a ``<`` is always escaped, so the literal tag is a page start), parses from there under a synthetic
+  ``<mediawiki>`` root and reads past ``end`` only to finish the page that crosses it. Every shard decompresses
+  and parses only its own share of the file, as the line readers do. Offsets stay those of the whole
+  decompressed stream.
+* **By page ordinal** (``Shard(index=i, count=n)`` with no range: ``.xz``, which has no seek index here): the
+  pages whose ordinal (0-based position among all ``<page>`` elements, every namespace counted) satisfies
+  ``ordinal % n == i``. Every such shard decompresses and scans the whole file but parses only the wikitext of
+  its own pages.
+
+``by_lines`` is ignored for XML.
 """
 
 from __future__ import annotations
@@ -48,10 +58,12 @@ from html import unescape as _html_unescape
 from pathlib import Path
 from xml.parsers import expat
 
-from tasks.dumps.base import DumpError, Shard, TableRow, open_text_stream, reject
+from tasks.dumps.base import DumpError, Shard, TableRow, open_shard, open_text_stream, reject
 
 STAGE = "wikipedia_xml"
 CHUNK = 1 << 20
+_PAGE_TAG = b"<page>"
+_ROOT = b"<mediawiki>"  # the synthetic root a byte-range shard parses its pages under
 LEAD_MIN_WORDS = 5
 
 _DROP_TAGS = frozenset({
@@ -368,6 +380,11 @@ class _PageCollector:
         self.buf: list[str] | None = None
         self.done: list[dict] = []
         self.want: Callable[[int], bool] = lambda _: True
+        #: decompressed offset of the parser's byte 0 (a byte-range shard starts its feed mid-file)
+        self.base = 0
+        #: pages starting at or after this decompressed offset belong to the next shard (byte-range shards)
+        self.limit: int | None = None
+        self.past_limit = False
         parser.StartElementHandler = self.start
         parser.EndElementHandler = self.end
         parser.CharacterDataHandler = self.chars
@@ -379,9 +396,12 @@ class _PageCollector:
         if name == "page":
             self.ordinal += 1
             self.page_depth = self.depth
-            self.page = {"offset": self.parser.CurrentByteIndex, "ordinal": self.ordinal, "title": None,
+            offset = self.base + self.parser.CurrentByteIndex
+            if self.limit is not None and offset >= self.limit:
+                self.past_limit = True
+            self.page = {"offset": offset, "ordinal": self.ordinal, "title": None,
                          "ns": None, "id": None, "redirect": None, "text": None,
-                         "keep": self.want(self.ordinal)}
+                         "keep": not self.past_limit and self.want(self.ordinal)}
             return
         page = self.page
         if page is None:
@@ -412,15 +432,46 @@ class _PageCollector:
         self.depth -= 1
 
 
+def _is_byte_range(shard: Shard) -> bool:
+    return not shard.by_lines and (shard.seek_index is not None or shard.start > 0 or shard.end is not None)
+
+
+def _first_page(fh, start: int) -> tuple[int, bytes] | None:
+    """Read from ``start`` to the first ``<page>`` tag: its decompressed offset and the bytes from it on."""
+    pos, buf, keep = start, b"", len(_PAGE_TAG) - 1
+    while True:
+        chunk = fh.read(CHUNK)
+        if not chunk:
+            return None
+        buf += chunk
+        at = buf.find(_PAGE_TAG)
+        if at >= 0:
+            return pos + at, buf[at:]
+        pos += len(buf) - keep
+        buf = buf[-keep:]
+
+
 def _pages(path: Path, shard: Shard) -> Iterator[dict]:
     parser = expat.ParserCreate()
     col = _PageCollector(parser)
-    if shard.count > 1:
+    by_range = _is_byte_range(shard)
+    if by_range:
+        col.limit = shard.end
+    elif shard.count > 1:
         col.want = lambda ordinal: ordinal % shard.count == shard.index
-    offset = 0
+    offset = shard.start if by_range else 0
     try:
-        with open_text_stream(path) as fh:
-            while True:
+        with open_shard(path, shard) if by_range else open_text_stream(path) as fh:
+            if by_range and shard.start > 0:
+                fh.seek(shard.start)
+                first = _first_page(fh, shard.start)
+                if first is None or (shard.end is not None and first[0] >= shard.end):
+                    return  # no page starts in this range
+                page_at, head = first
+                col.base = page_at - len(_ROOT)
+                offset = page_at + len(head)
+                parser.Parse(_ROOT + head, False)
+            while not col.past_limit:
                 chunk = fh.read(CHUNK)
                 if not chunk:
                     parser.Parse(b"", True)
@@ -431,7 +482,7 @@ def _pages(path: Path, shard: Shard) -> Iterator[dict]:
                     yield from col.done
                     col.done = []
     except expat.ExpatError as exc:
-        raise DumpError(f"{path}: broken XML at byte offset {parser.ErrorByteIndex} (decompressed): "
+        raise DumpError(f"{path}: broken XML at byte offset {col.base + parser.ErrorByteIndex} (decompressed): "
                         f"{expat.errors.messages[exc.code]}") from exc
     except (EOFError, OSError, ValueError) as exc:
         raise DumpError(f"{path}: unreadable after byte offset {offset} (decompressed): {exc}") from exc
@@ -445,7 +496,8 @@ def read_wikipedia_xml(path: Path | str, shard: Shard = Shard(), source: str | N
 
     Args:
         path: The XML dump (plain, .bz2, .gz, .xz).
-        shard: ``index``/``count`` select pages by ordinal modulo ``count`` (see the module docstring).
+        shard: A decompressed byte range (pages whose ``<page>`` tag starts in it), else ``index``/``count``
+            select pages by ordinal modulo ``count`` (see the module docstring).
         source: Value of the ``source`` column; defaults to the file name.
         title_to_qid: Title -> QID as a mapping or a callable; ``None`` leaves ``qid`` null.
         passage_words: Words per passage.

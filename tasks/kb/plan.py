@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from storage import layout
 from storage.layout import LayoutError, safe_name
 from storage.manifest import config_hash, file_fingerprint
-from tasks.dumps.base import Shard, byte_shards, is_compressed
+from tasks.dumps.base import Shard, byte_shardable, byte_shards, is_compressed
 
 # Bump when readers or merge rules change what a build produces (invalidates old versions' hashes).
 BUILD_FORMAT = 2  # 2: merge ties between sources of one priority broken by value, not file/thread order
@@ -128,11 +128,12 @@ def _spec(kind: str, path: Path, source: str, shards_per_file: int) -> InputSpec
     if not path.is_file():
         raise FileNotFoundError(f"input not found: {path}")
     line_kinds = {"wikidata-json", "kgtk", "triples", "ntriples"}
-    if kind in line_kinds:
-        # byte ranges; of the decompressed bytes for .gz/.bz2 (seek index built once, cached); .xz: one shard
+    if kind in line_kinds or (kind == "wikipedia" and shards_per_file > 1 and byte_shardable(path)):
+        # byte ranges; of the decompressed bytes for .gz/.bz2 (seek index built once, cached); .xz: one shard.
+        # An XML shard owns the pages whose <page> tag starts in its range (tasks/dumps/wikipedia_xml.py)
         shards = tuple(byte_shards(path, shards_per_file))
     elif kind == "wikipedia" and shards_per_file > 1:
-        # XML is sharded by page ordinal (page i goes to shard i % n), see tasks/dumps/wikipedia_xml.py
+        # .xz XML: by page ordinal (page i goes to shard i % n), every shard decompressing the whole stream
         shards = tuple(Shard(i, shards_per_file) for i in range(shards_per_file))
     else:
         shards = (Shard(0, 1, 0, None, by_lines=is_compressed(path)),)
@@ -209,10 +210,11 @@ def explicit_inputs(
 ) -> list[InputSpec]:
     """Input specs from explicit files/folders (``linkedqa kb build --wikidata F ...``).
 
-    ``xml_shards`` (default ``shards_per_file``): shards per pages-articles XML file. Each XML shard decompresses
-    and scans the whole ``.bz2`` (it keeps every n-th page), so more XML shards than worker processes only repeat
-    that work (measured by ``make bench-scale``: 7 shards of a 1 GB XML spent 265 of 392 core-seconds
-    decompressing).
+    ``xml_shards`` (default ``shards_per_file``): shards per pages-articles XML file that cannot be cut by byte
+    range (``.xz``). Each such shard decompresses and scans the whole file (it keeps every n-th page), so more of
+    them than worker processes only repeat that work (measured by ``make bench-scale`` before XML had byte-range
+    shards: 7 shards of a 1 GB XML spent 265 of 392 core-seconds decompressing). Plain, ``.bz2`` and ``.gz`` XML
+    files take ``shards_per_file`` byte-range shards, like the line files.
     """
     specs: list[InputSpec] = []
     for p in wikidata:
@@ -234,7 +236,8 @@ def explicit_inputs(
             raise ValueError(f"{p}: *_negatives files hold FALSE triples and are never imported as claims")
         specs.append(_spec("triples", p, "triples", shards_per_file))
     for p in wikipedia:
-        specs.append(_spec("wikipedia", p, "wikipedia", xml_shards or shards_per_file))
+        n = shards_per_file if byte_shardable(p) else (xml_shards or shards_per_file)
+        specs.append(_spec("wikipedia", p, "wikipedia", n))
     for p in properties:
         specs.append(_spec("properties-json", p, "properties-json", shards_per_file))
     for p in title_maps:
@@ -307,8 +310,8 @@ def plan_from_inputs(sample: bool = False, name: str | None = None, *, wikidata:
         languages: Label languages to keep (``"en,mul"``, ``"all"``); ``None`` = the default: ``all`` for the
             sample KB (its version, indexes and run ids stay those of every earlier sample build),
             ``DEFAULT_LANGUAGES`` otherwise.
-        workers: Worker processes of the build: an XML file gets at most this many shards (each XML shard
-            decompresses the whole file, ``explicit_inputs``). Shards are not part of the version.
+        workers: Worker processes of the build: an ``.xz`` XML file gets at most this many shards (each of its
+            shards decompresses the whole file, ``explicit_inputs``). Shards are not part of the version.
 
     Returns:
         The resolved plan (content-addressed version).

@@ -84,8 +84,12 @@ DENSE = ("passage-dense", "entity-dense")
 # How each step could use 16 cores instead of the 2 measured here (the projection's divisor), and why.
 SPEEDUP = {
     "stage wikidata": (None, "per-core rate (shard CPU-seconds, 2 workers here) x 16 workers: /16 of core-s"),
-    "stage wikipedia": (None, "XML shards by page ordinal: EVERY shard decompresses + scans the whole .bz2; "
-                        "model: bz2 decompression (measured) + the rest / 16"),
+    "stage wikipedia": (None, "byte-range shards of the decompressed XML (seek index): per-core rate x 16 "
+                        "workers: /16 of core-s"),
+    "seek index wikidata": (None, "plan time, once per file: parallel decompression (rapidgzip) on every core: "
+                            "/16 of core-s (decoder threads x wall)"),
+    "seek index wikipedia": (None, "plan time, once per file: parallel decompression (indexed_bzip2) on every "
+                             "core: /16 of core-s (decoder threads x wall)"),
     "merge": (4.0, "DuckDB, all cores, memory_limit 2GB (spills): ASSUMED /4 for 2 -> 16 threads (50% eff.)"),
     "kb build": (None, "stage + merge as above"),
     "index entity-bm25": (1.0, "tantivy writer, 1 thread (bm25.py default): no speed-up"),
@@ -100,8 +104,10 @@ SPEEDUP = {
 }
 # What drives each step's size: entities, or the Wikipedia text (XML bytes) or articles (the synthetic pages
 # are ~57 kB of XML per article, enwiki ~14 kB: projecting text-driven steps by article count would overstate them)
-DRIVER = {"stage wikipedia": "xml", "index passage-bm25": "xml", "index passage-dense": "xml",
-          "index title-bm25": "articles"}
+DRIVER = {"stage wikipedia": "xml", "seek index wikipedia": "xml", "index passage-bm25": "xml",
+          "index passage-dense": "xml", "index title-bm25": "articles"}
+# steps projected from their core-seconds (a per-core rate) x 16 cores
+PER_CORE = ("stage wikidata", "stage wikipedia", "seek index wikidata", "seek index wikipedia")
 FULL = {"entities": FULL_ENTITIES, "xml": FULL_XML_BYTES, "articles": FULL_ARTICLES}
 _PH = re.compile(rb'"@@N:(\d+)@@"|@@Q:(\d+)@@|@@T@@')
 
@@ -248,15 +254,16 @@ def start_wikipedia(header: bytes, pages: list[bytes], copies: int,
     return proc, written, size
 
 
-def bz2_seconds(path: Path) -> float:
-    """Seconds to decompress ``path`` with the stdlib ``bz2`` module (what every XML shard does first)."""
-    import bz2
+def seek_index_record(home: Path, name: str) -> dict | None:
+    """The done marker of the seek index ``kb build`` made for input file ``name`` (wall seconds, decoder threads,
+    decompressed size), or ``None`` (not indexed: one shard)."""
+    from storage.done import read_done
 
-    t0 = time.perf_counter()
-    with bz2.open(path, "rb") as fh:
-        while fh.read(8 << 20):
-            pass
-    return time.perf_counter() - t0
+    for folder in sorted((home / "cache" / "dump-index").glob("*")):
+        done = read_done(folder)
+        if done and Path(done.get("input", "")).name == name:
+            return done
+    return None
 
 
 # ----------------------------------------------------------------------------------------------- measuring
@@ -511,16 +518,9 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
         k = FULL[DRIVER.get(s, "entities")] / _driver(res, s)
         net = max(r["wall"] - r.get("startup", 0), 0.0)
         here = net * k ** e + r.get("startup", 0)
-        if s == "stage wikidata":
+        if s in PER_CORE:
             full = r["core_s"] * k ** e / FULL_CORES
             sp_txt = "x16/core"
-        elif s == "stage wikipedia":  # every shard: the whole decompression, then its 1/16 of the rest
-            dec = r["decompress"] * k ** e
-            rest = max(r["core_s"] - r["shards"] * r["decompress"], 0.0) * k ** e
-            full = dec + rest / FULL_CORES
-            here = r["wall"] * k ** e
-            sp_txt = "model"
-            why = f"{why}; floor = bz2 decompression of the whole file {_fmt_s(dec)}"
         else:
             full = net * k ** e / sp + r.get("startup", 0)
             sp_txt = f"{sp:.0f}"
@@ -537,7 +537,7 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
             total += full
             if s[6:] in DENSE:
                 dense_total += full
-        shown = ("< " if net < MIN_NET and s not in ("stage wikidata", "stage wikipedia") else "") + _fmt_s(full)
+        shown = ("< " if net < MIN_NET and s not in PER_CORE else "") + _fmt_s(full)
         print(f"  {s:<22} {e:>5.2f} {_fmt_s(here):>12} {sp_txt:>8} {shown:>10} {_fmt_b(rss_full):>10}  "
               f"{why}{over}")
     total += max(stage_full, default=0.0)
@@ -546,8 +546,9 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
     print(f"  {'total without dense':<22} {'':>5} {'':>12} {'':>8} {_fmt_s(total - dense_total):>10}  the KB, BM25 "
           "indexes, KG stores, export and one search-recall run")
     print("  notes: the stage rows come from the KB manifest's shard records (wikidata: sum of shard seconds = "
-          "core-seconds; wikipedia: the longest shard); merge from merge_seconds; kb build's wall minus those two is "
-          "planning (seek index) + start-up. Extrapolating 2-3 sizes over 2-3 decades is a rehearsal, not a "
+          "core-seconds; wikipedia: the longest shard); the seek index rows from the index's done marker (wall, "
+          "decoder threads); merge from merge_seconds; kb build's wall minus those is planning + start-up. "
+          "Extrapolating 2-3 sizes over 2-3 decades is a rehearsal, not a "
           "measurement: a step whose cost changes regime (spilling, page cache) would not show here.")
 
 
@@ -728,14 +729,20 @@ def main() -> int:
                 "note": f"{len(wd_sh)} shards, {core_s:.1f} core-s, {wd['json_bytes'] / 1e6 / core_s:.1f} MB/s "
                         "per core (shard records; RSS = largest shard)"}
             if wp_sh:
-                dec = bz2_seconds(xml)
                 longest = max(s["seconds"] for s in wp_sh)
                 res["steps"]["stage wikipedia"] = {
-                    "wall": longest, "startup": 0.0, "shards": len(wp_sh), "decompress": dec,
+                    "wall": longest, "startup": 0.0, "shards": len(wp_sh),
                     "core_s": sum(s["seconds"] for s in wp_sh),
                     "rss": max(s.get("peak_rss_mb", 0) for s in wp_sh) * 2**20,
-                    "note": f"longest of {len(wp_sh)} shards; {sum(s['seconds'] for s in wp_sh):.1f} core-s; "
-                            f"bz2 decompression alone {dec:.1f} s; {n_pg:,} pages, {xml_plain / 1e6:.0f} MB XML"}
+                    "note": f"longest of {len(wp_sh)} byte-range shards; {sum(s['seconds'] for s in wp_sh):.1f} "
+                            f"core-s; {n_pg:,} pages, {xml_plain / 1e6:.0f} MB XML"}
+            for which, src in (("wikidata", "wikidata-all.json.gz"), ("wikipedia", xml.name)):
+                mark = seek_index_record(home, src)
+                if mark is not None:
+                    res["steps"][f"seek index {which}"] = {
+                        "wall": mark["seconds"], "startup": 0.0, "core_s": mark["seconds"] * mark["threads"],
+                        "rss": None, "note": f"{mark['threads']} decoder threads, {mark['size'] / 1e6:,.0f} MB "
+                                             f"decompressed, {mark['size'] / 1e6 / mark['seconds']:.0f} MB/s"}
             res["steps"]["merge"] = {"wall": merge_s, "startup": 0.0, "rss": None,
                                      "note": "manifest merge_seconds: " + ", ".join(
                                          f"{k} {v:.1f}" for k, v in sorted(man.get("merge_seconds", {}).items(),

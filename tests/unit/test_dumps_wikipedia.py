@@ -129,6 +129,52 @@ def test_page_shards_tile(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> N
             assert len(parts) == len(whole)
 
 
+@pytest.mark.parametrize("suffix", [".xml", ".xml.bz2", ".xml.gz"])
+def test_byte_range_shards_tile_plain_and_compressed(data_root: Path, tmp_path: Path, suffix: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Byte-range shards (``byte_shards``: plain, or the decompressed bytes of .bz2/.gz through the seek index)
+    give the rows of the whole file, each page once, with offsets of the whole stream; cuts fall inside pages."""
+    import gzip
+
+    from tasks.dumps.base import byte_shards
+
+    monkeypatch.setattr(wikipedia_xml, "CHUNK", 4096)  # tags split across reads
+    xml = _xml(data_root)
+    path = tmp_path / f"enwiki{suffix}"
+    path.write_bytes({".xml": xml, ".xml.bz2": bz2.compress(xml), ".xml.gz": gzip.compress(xml)}[suffix])
+    whole = list(read_wikipedia_xml(data_root / XML_DIR / SAMPLE, source=path.name))
+    starts = [m.start() for m in re.finditer(rb"<page>", xml)]
+    for n in (2, 5, 13):
+        shards = byte_shards(path, n, cache=tmp_path / "index")
+        assert len(shards) == n and (suffix == ".xml") == (shards[0].seek_index is None)
+        cuts = [sh.start for sh in shards[1:]]
+        assert any(c not in starts for c in cuts)  # most cuts land mid-page
+        per_shard = [list(read_wikipedia_xml(path, sh)) for sh in shards]
+        parts = [row for rows in per_shard for row in rows]
+        assert sorted(map(repr, parts)) == sorted(map(repr, whole)) and len(parts) == len(whole)
+        # each page in the shard whose range holds its <page> tag
+        for sh, rows in zip(shards, per_shard, strict=True):
+            ids = {r["page_id"] for t, r in rows if t == "articles"}
+            owned = [st for st in starts if sh.start <= st < (sh.end if sh.end is not None else len(xml))]
+            assert len(ids) <= len(owned)
+
+
+def test_byte_range_shard_rejects_keep_whole_stream_offsets(data_root: Path, tmp_path: Path) -> None:
+    from tasks.dumps.base import byte_shards
+
+    xml = _xml(data_root)
+    starts = [m.start() for m in re.finditer(rb"<page>", xml)]
+    last = starts[-1]
+    m = re.compile(rb"\s*<id>\d+</id>").search(xml, last)  # the last page loses its page id
+    broken = xml[: m.start()] + xml[m.end():]
+    path = tmp_path / "broken.xml.bz2"
+    path.write_bytes(bz2.compress(broken))
+    shards = byte_shards(path, 3, cache=tmp_path / "index")
+    (rej,) = [r for sh in shards for t, r in read_wikipedia_xml(path, sh) if t == "rejects"]
+    assert rej["reason"] == "page without <id>" and rej["offset"] == last
+    assert broken[rej["offset"]: rej["offset"] + 6] == b"<page>"
+
+
 def _xml(data_root: Path) -> bytes:
     return bz2.open(data_root / XML_DIR / SAMPLE).read()
 
