@@ -58,7 +58,7 @@ from html import unescape as _html_unescape
 from pathlib import Path
 from xml.parsers import expat
 
-from tasks.dumps.base import DumpError, Shard, TableRow, open_shard, open_text_stream, reject
+from tasks.dumps.base import DumpError, Shard, TableRow, open_shard, reject
 
 STAGE = "wikipedia_xml"
 CHUNK = 1 << 20
@@ -461,7 +461,7 @@ def _pages(path: Path, shard: Shard) -> Iterator[dict]:
         col.want = lambda ordinal: ordinal % shard.count == shard.index
     offset = shard.start if by_range else 0
     try:
-        with open_shard(path, shard) if by_range else open_text_stream(path) as fh:
+        with open_shard(path, shard) as fh:
             if by_range and shard.start > 0:
                 fh.seek(shard.start)
                 first = _first_page(fh, shard.start)

@@ -128,7 +128,7 @@ def _spec(kind: str, path: Path, source: str, shards_per_file: int) -> InputSpec
     if not path.is_file():
         raise FileNotFoundError(f"input not found: {path}")
     line_kinds = {"wikidata-json", "kgtk", "triples", "ntriples"}
-    if kind in line_kinds or (kind == "wikipedia" and shards_per_file > 1 and byte_shardable(path)):
+    if kind in line_kinds or (kind == "wikipedia" and byte_shardable(path)):
         # byte ranges; of the decompressed bytes for .gz/.bz2 (seek index built once, cached); .xz: one shard.
         # An XML shard owns the pages whose <page> tag starts in its range (tasks/dumps/wikipedia_xml.py)
         shards = tuple(byte_shards(path, shards_per_file))
