@@ -8,6 +8,8 @@ STAMP := $(VENV)/.linkedqa-installed
 export LINKEDQA_HOME ?= $(CURDIR)/warehouse
 export PYTHONUNBUFFERED := 1
 PREFECT_PORT ?= 4200
+# pytest-xdist workers of `make test`: the e2e tests stay on one of them (tests/conftest.py)
+TEST_WORKERS ?= 2
 
 .PHONY: venv demo test lint bench bench-scale report serve clean-warehouse help
 
@@ -39,7 +41,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -9,8 +9,33 @@ from pathlib import Path
 import pytest
 
 from storage import layout
+from tests import llm_tokens
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under pytest-xdist (``make test`` runs ``-n 2``), every test under ``tests/e2e`` goes to one worker.
+
+    They start the real vLLM engine (one in-process per session, plus those of the CLI subprocesses they run):
+    run in order on one worker they keep the machine at two engines at most (~14 GB of 24), convert the
+    embedded model once, and leave the other worker the tests that mostly wait on subprocesses and servers.
+    A scheduler rather than ``--dist loadgroup``: pytest-xdist 3.8 marks a group by rewriting ``item._nodeid``,
+    which pytest 9.2 no longer reads, so ``xdist_group`` marks are silently ignored.
+    Other ``--dist`` modes are left to xdist.
+    """
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class E2EOnOneWorker(LoadScopeScheduling):
+        """xdist's scope scheduling with two kinds of scope: all of ``tests/e2e``, and every other single test."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/e2e" if nodeid.startswith("tests/e2e/") else nodeid
+
+    return E2EOnOneWorker(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -151,3 +176,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             p.kill()
     print("\nERROR: servers left running by the tests (now killed):\n" + "\n".join(lines))
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # noqa: ARG001 - pytest-xdist hook, controller side
+    """Merge a finished xdist worker's LLM token counts (``tests/llm_tokens.py``)."""
+    llm_tokens.take_over(node)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest hook
+    """The tests that made the session engine work hardest (prompt + generated tokens)."""
+    llm_tokens.summary(terminalreporter)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from storage import layout
+from tests.llm_tokens import TOKENS, hand_over
 
 
 @pytest.fixture(scope="session")
@@ -41,9 +42,6 @@ def embedded_llm(embedded_models_root: Path) -> Iterator:
 
 
 # ------------------------------------------------------------------ token budgets of the LLM tests
-_TOKENS: dict[str, tuple[int, int]] = {}
-
-
 @pytest.fixture(autouse=True)
 def _llm_token_budget(request: pytest.FixtureRequest) -> Iterator[None]:
     """Count the tokens this process's engine spends in each test; enforce ``@pytest.mark.llm_budget``.
@@ -63,7 +61,7 @@ def _llm_token_budget(request: pytest.FixtureRequest) -> Iterator[None]:
     spent = (usage.USAGE["prompt_tokens"] - before["prompt_tokens"],
              usage.USAGE["completion_tokens"] - before["completion_tokens"])
     if any(spent):
-        _TOKENS[request.node.nodeid] = spent
+        TOKENS[request.node.nodeid] = spent
     mark = request.node.get_closest_marker("llm_budget")
     if mark is not None:
         prompt, completion = mark.kwargs["prompt"], mark.kwargs["completion"]
@@ -72,10 +70,6 @@ def _llm_token_budget(request: pytest.FixtureRequest) -> Iterator[None]:
             f"budget {prompt:,} / {completion:,}")
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest hook
-    """The tests that made the session engine work hardest (prompt + generated tokens)."""
-    if not _TOKENS:
-        return
-    terminalreporter.section("LLM tokens per test (session engine; prompt / generated)")
-    for nodeid, (p, c) in sorted(_TOKENS.items(), key=lambda kv: -sum(kv[1]))[:15]:
-        terminalreporter.write_line(f"{p:>9,} / {c:>7,}  {nodeid}")
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, this worker hands its token counts to the controller (``tests/llm_tokens.py``)."""
+    hand_over(session.config)
