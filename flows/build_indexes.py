@@ -14,12 +14,13 @@ from tasks.runs.config import resolve_kb
 
 
 @flow(name="build_indexes")
-def build_indexes(kb: str | None = None, kinds: list[str] | None = None) -> list[dict]:
+def build_indexes(kb: str | None = None, kinds: list[str] | None = None, workers: int = 1) -> list[dict]:
     """Build the requested index kinds (default: every kind of ``storage.layout.INDEX_KINDS``) of a KB version.
 
     Args:
         kb: KB name or version (default: the newest).
         kinds: ``INDEX_KINDS`` keys, built in the given order.
+        workers: Processes for kg-oxigraph's N-Triples export (``tasks.kg.export_nt``).
 
     Returns:
         One ``{"kind", "folder", "built", "seconds"}`` per kind.
@@ -37,4 +38,4 @@ def build_indexes(kb: str | None = None, kinds: list[str] | None = None) -> list
         raise LookupError("no KB built yet: run `linkedqa kb build --sample` first")
     print(f"indexes of KB {version}: {', '.join(kinds)}", flush=True)
     root = str(layout.home())
-    return [build_index_task(version, k, root) for k in kinds]
+    return [build_index_task(version, k, root, workers) for k in kinds]

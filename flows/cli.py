@@ -153,7 +153,7 @@ def cmd_kb_export_nt(a: argparse.Namespace) -> int:
 
     _start_prefect()
     t0 = time.perf_counter()
-    res = export_kb_ntriples(out=str(Path(a.out).resolve()), kb=a.kb)
+    res = export_kb_ntriples(out=str(Path(a.out).resolve()), kb=a.kb, workers=a.workers)
     print(f"wrote {a.out} from KB {res['kb_version']} in {time.perf_counter() - t0:.1f}s: "
           + ", ".join(f"{k}={v:,}" for k, v in res["counts"].items()))
     return 0
@@ -165,7 +165,7 @@ def cmd_kb_index(a: argparse.Namespace) -> int:
 
     _start_prefect()
     t0 = time.perf_counter()
-    results = build_indexes(kb=a.kb, kinds=a.kind or None)
+    results = build_indexes(kb=a.kb, kinds=a.kind or None, workers=a.workers)
     built = sum(r["built"] for r in results)
     print(f"{built} index(es) built, {len(results) - built} already present, in {time.perf_counter() - t0:.1f}s")
     return 0
@@ -480,19 +480,24 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{','.join(DEFAULT_LANGUAGES)}; {ALL_LANGUAGES} with --sample); part of the KB version")
     b.add_argument("--name", default=None, help="KB name (version = NAME-<hash8>)")
     b.add_argument("--shards", type=int, default=1,
-                   help="byte-range shards per line input file (.gz/.bz2: of its decompressed bytes); a "
-                        "Wikipedia XML file gets at most --workers (each XML shard reads the whole file)")
+                   help="byte-range shards per input file (.gz/.bz2: of its decompressed bytes, through a seek "
+                        "index); a .xz Wikipedia XML file has no seek index and gets at most --workers")
     b.add_argument("--workers", type=int, default=1, help="worker processes for shards")
     b.set_defaults(fn=cmd_kb_build)
     ke = kb.add_parser("export-nt", help="write the KB as Wikidata-style N-Triples (.nt or .nt.gz)")
     ke.add_argument("out", help="output file (.nt or .nt.gz), e.g. warehouse/exports/kb.nt.gz")
     ke.add_argument("--kb", default=None, help="KB name or version (default: newest)")
+    ke.add_argument("--workers", type=_positive(int), default=1,
+                    help="processes writing parts of the export in parallel (claims by subject hash, entity "
+                         "row groups), appended in order")
     ke.set_defaults(fn=cmd_kb_export_nt)
     ki = kb.add_parser("index", help="build the search/KG indexes of a KB version (resumable; built ones are "
                        "skipped; runs build what their method needs)")
     ki.add_argument("--kb", default=None, help="KB name or version (default: newest)")
     ki.add_argument("--kind", action="append", default=[], choices=list(layout.INDEX_KINDS), metavar="K",
                     help=f"index kind, repeatable (default: all): {', '.join(layout.INDEX_KINDS)}")
+    ki.add_argument("--workers", type=_positive(int), default=1,
+                    help="processes for kg-oxigraph's N-Triples export (as kb export-nt --workers)")
     ki.set_defaults(fn=cmd_kb_index)
     kl = kb.add_parser("list", help="published KB versions")
     kl.set_defaults(fn=cmd_kb_list)

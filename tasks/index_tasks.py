@@ -24,8 +24,8 @@ from tasks.search.kb_indexes import SEARCH_KINDS, ensure_index
 _LEGACY_MARKERS = ("meta.json", "_done")
 
 
-def build_kb_index(kb_version: str, kind: str, root: Path) -> dict:
-    """Build one index kind of a KB version unless it is built.
+def build_kb_index(kb_version: str, kind: str, root: Path, workers: int = 1) -> dict:
+    """Build one index kind of a KB version unless it is built (``workers``: processes of kg-oxigraph's export).
 
     Returns:
         ``{"kind", "folder", "built": bool (False: it already existed), "seconds"}``.
@@ -42,7 +42,7 @@ def build_kb_index(kb_version: str, kind: str, root: Path) -> dict:
     if kind == "kg-duckdb":
         duckdb_store.build_index(kb_version, root)
     else:  # kg-oxigraph
-        oxigraph_store.open_store(kb_version, root)
+        oxigraph_store.open_store(kb_version, root, workers=workers)
     return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
 
 
@@ -53,9 +53,9 @@ def index_kinds_of(paths: list[Path] | None, root: Path) -> list[str]:
 
 
 @task(name="build_index", task_run_name="index {kind} of {kb_version}")
-def build_index_task(kb_version: str, kind: str, root: str) -> dict:
+def build_index_task(kb_version: str, kind: str, root: str, workers: int = 1) -> dict:
     """Build one index of a KB version (a no-op when it exists); prints one progress line."""
-    res = build_kb_index(kb_version, kind, Path(root))
+    res = build_kb_index(kb_version, kind, Path(root), workers)
     state = f"built in {res['seconds']:.1f}s" if res["built"] else "already built"
     line = f"  index {kind:<14} {state}  ({res['folder']})"
     print(line, flush=True)

@@ -5,6 +5,12 @@ name ends with ``.gz``), written to ``<out>.tmp-<pid>`` and renamed when complet
 stream out of DuckDB (``sql/kg/kg_claims.sql``, the same truthy rule the DuckDB KG uses) under a memory limit,
 entities and properties stream as Parquet batches.
 
+With ``workers`` > 1 the export is cut into units (the claims by a hash of their subject, so that a subject's
+preferred claims meet its other claims in the same unit; the entity and property tables by Parquet row groups),
+each written by a worker process to a part file beside the output; the parts are then appended in unit order
+(gzip members concatenate into one valid gzip stream). The triples are the same as a one-process export's; only
+their order differs.
+
 Triples written (prefixes as on the Wikidata Query Service):
 
 * truthy claims ``wd:Q.. wdt:P.. wd:Q..`` or a literal: ``time`` values ``YYYY-MM-DD`` as
@@ -24,11 +30,14 @@ escaped, plus tab, backspace and form feed; every other character is written as 
 from __future__ import annotations
 
 import gzip
-import itertools
+import multiprocessing
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -113,6 +122,52 @@ def literal_term(value: str, datatype: str | None) -> str:
     return nt_string(value)
 
 
+@dataclass(frozen=True)
+class _Unit:
+    """One independent piece of the export.
+
+    ``table`` is ``claims`` (the truthy claims whose ``hash(subject) % parts == part``), ``entities`` or
+    ``properties`` (row groups ``row_groups`` of Parquet file ``file``).
+    """
+
+    table: str
+    part: int = 0
+    parts: int = 1
+    file: str = ""
+    row_groups: tuple[int, ...] = ()
+
+
+def _units(kb_version: str, root: Path, workers: int) -> list[_Unit]:
+    """The export's units in output order: claims first, then entities, then properties (see the module doc)."""
+    units = [_Unit("claims", i, workers) for i in range(workers)]
+    for table in ("entities", "properties"):
+        for f in part_files(layout.kb_table_dir(kb_version, table, root)):
+            groups = list(range(pq.ParquetFile(f).metadata.num_row_groups))
+            step = max(1, -(-len(groups) // workers)) if table == "entities" else max(1, len(groups))
+            units += [_Unit(table, file=str(f), row_groups=tuple(groups[j:j + step]))
+                      for j in range(0, len(groups), step)]
+    return units
+
+
+def _claims_connection(claims: list[Path], root: Path, memory_limit: str, spill: str,
+                       unit: _Unit | None, threads: int | None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with view ``kb_claims`` over the KB's claims (one hash partition of them for a unit)."""
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
+    con.execute(f"SET temp_directory = {sql_literal(spill)}")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET enable_progress_bar = false")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    if unit is None or unit.parts == 1:
+        register_parquet_view(con, "kb_claims", [(f, {}) for f in claims], "claims", root)
+    else:
+        register_parquet_view(con, "kb_claims_all", [(f, {}) for f in claims], "claims", root)
+        con.execute(f"CREATE VIEW kb_claims AS SELECT * FROM kb_claims_all "
+                    f"WHERE hash(subject) % {int(unit.parts)} = {int(unit.part)}")
+    return con
+
+
 def _claim_lines(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> Iterator[str]:
     reader = con.sql((SQL_KG / "kg_claims.sql").read_text()).to_arrow_reader(_BATCH)
     for batch in reader:
@@ -126,84 +181,135 @@ def _claim_lines(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> Iter
         yield "".join(lines)
 
 
-def _term_lines(folder: Path, id_col: str, counts: dict[str, int], properties: bool) -> Iterator[str]:
+def _term_lines(unit: _Unit, counts: dict[str, int]) -> Iterator[str]:
+    properties = unit.table == "properties"
+    id_col = "pid" if properties else "qid"
     columns = [id_col, "label", "description", "aliases"] + (["datatype"] if properties else [])
-    for f in part_files(folder):
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=columns):
-            cols = batch.to_pydict()
-            lines = []
-            for i, ident in enumerate(cols[id_col]):
-                if ident is None or not ID_RE.fullmatch(ident):
-                    counts["skipped_ids"] += 1
-                    continue
-                subj = f"<{WD}{ident}>"
-                label, desc, aliases = cols["label"][i], cols["description"][i], cols["aliases"][i]
-                if label:
-                    lines.append(f"{subj} {RDFS_LABEL} {nt_string(label)}@en .\n")
-                    counts["labels"] += 1
-                if desc:
-                    lines.append(f"{subj} {SCHEMA_DESCRIPTION} {nt_string(desc)}@en .\n")
-                    counts["descriptions"] += 1
-                for alias in dict.fromkeys(a for a in aliases or () if a):
-                    lines.append(f"{subj} {SKOS_ALT_LABEL} {nt_string(alias)}@en .\n")
-                    counts["aliases"] += 1
-                if properties:
-                    kind = PROPERTY_TYPES.get(cols["datatype"][i] or "")
-                    if kind:
-                        lines.append(f"{subj} {PROPERTY_TYPE} <{WIKIBASE}{kind}> .\n")
-                    lines.append(f"{subj} {DIRECT_CLAIM} <{WDT}{ident}> .\n")
-                    counts["properties"] += 1
-            yield "".join(lines)
+    f = unit.file
+    for batch in pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=columns,
+                                                  row_groups=list(unit.row_groups)):
+        cols = batch.to_pydict()
+        lines = []
+        for i, ident in enumerate(cols[id_col]):
+            if ident is None or not ID_RE.fullmatch(ident):
+                counts["skipped_ids"] += 1
+                continue
+            subj = f"<{WD}{ident}>"
+            label, desc, aliases = cols["label"][i], cols["description"][i], cols["aliases"][i]
+            if label:
+                lines.append(f"{subj} {RDFS_LABEL} {nt_string(label)}@en .\n")
+                counts["labels"] += 1
+            if desc:
+                lines.append(f"{subj} {SCHEMA_DESCRIPTION} {nt_string(desc)}@en .\n")
+                counts["descriptions"] += 1
+            for alias in dict.fromkeys(a for a in aliases or () if a):
+                lines.append(f"{subj} {SKOS_ALT_LABEL} {nt_string(alias)}@en .\n")
+                counts["aliases"] += 1
+            if properties:
+                kind = PROPERTY_TYPES.get(cols["datatype"][i] or "")
+                if kind:
+                    lines.append(f"{subj} {PROPERTY_TYPE} <{WIKIBASE}{kind}> .\n")
+                lines.append(f"{subj} {DIRECT_CLAIM} <{WDT}{ident}> .\n")
+                counts["properties"] += 1
+        yield "".join(lines)
+
+
+_COUNTS = ("claims", "labels", "descriptions", "aliases", "properties", "skipped_ids", "triples")
+
+
+def _write_units(units: list[_Unit], fh, con: duckdb.DuckDBPyConnection | None) -> dict[str, int]:
+    """Write the lines of ``units`` to the open text file ``fh`` (``con``: the claims connection); counts."""
+    counts = dict.fromkeys(_COUNTS, 0)
+    for unit in units:
+        chunks = _claim_lines(con, counts) if unit.table == "claims" else _term_lines(unit, counts)
+        for chunk in chunks:
+            counts["triples"] += chunk.count("\n")  # one line per triple: literals escape LF
+            fh.write(chunk)
+    return counts
+
+
+def _open_text(path: Path, gz: bool):
+    return gzip.open(path, "wt", encoding="utf-8", compresslevel=3) if gz else open(path, "w", encoding="utf-8")
+
+
+def _export_unit(unit: _Unit, part: str, gz: bool, claims: list[str], root: str, memory_limit: str,
+                 spill: str) -> dict[str, int]:
+    """Worker process: write one unit to the part file ``part`` (a whole gzip member when ``gz``); its counts."""
+    con = None
+    if unit.table == "claims":
+        con = _claims_connection([Path(f) for f in claims], Path(root), memory_limit, spill, unit, threads=1)
+    try:
+        with _open_text(Path(part), gz) as fh:
+            return _write_units([unit], fh, con)
+    finally:
+        if con is not None:
+            con.close()
 
 
 def export_ntriples(kb_version: str, out_path: Path | str, root: Path | None = None,
-                    memory_limit: str = "1GB") -> dict[str, int]:
+                    memory_limit: str = "1GB", workers: int = 1) -> dict[str, int]:
     """Write a KB version as N-Triples (gzip when ``out_path`` ends with ``.gz``).
 
     Args:
         kb_version: Published KB version under ``<root>/kb``.
         out_path: Output file (an explicit path: the only write outside ``LINKEDQA_HOME`` allowed).
         root: Data root (default ``LINKEDQA_HOME``).
-        memory_limit: DuckDB memory limit for the truthy-claims query (spills to a temp folder beside the output).
+        memory_limit: DuckDB memory limit for the truthy-claims query, per process (spills to a temp folder
+            beside the output).
+        workers: Processes writing units in parallel (see the module doc); 1 writes in this process.
 
     Returns:
         Counts: ``claims``, ``labels``, ``descriptions``, ``aliases``, ``properties``, ``skipped_ids``, ``triples``.
 
     Raises:
         FileNotFoundError: When the KB version has no claims table.
+        ValueError: When ``workers`` < 1.
     """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     root = root or layout.home()
     out = Path(out_path)
     claims = part_files(layout.kb_table_dir(kb_version, "claims", root))
     if not claims:
         raise FileNotFoundError(f"KB version {kb_version!r} has no claims under {layout.kb_dir(kb_version, root)}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    counts = dict.fromkeys(("claims", "labels", "descriptions", "aliases", "properties", "skipped_ids", "triples"), 0)
+    gz = out.name.endswith(".gz")
+    units = _units(kb_version, root, workers)
     tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
     with tempfile.TemporaryDirectory(prefix=".kg-export-", dir=out.parent) as spill:
-        con = duckdb.connect()
         try:
-            con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
-            con.execute(f"SET temp_directory = {sql_literal(spill)}")
-            con.execute("SET preserve_insertion_order = false")
-            con.execute("SET enable_progress_bar = false")
-            register_parquet_view(con, "kb_claims", [(f, {}) for f in claims], "claims", root)
-            fh = gzip.open(tmp, "wt", encoding="utf-8", compresslevel=3) if out.name.endswith(".gz") else open(
-                tmp, "w", encoding="utf-8")
-            try:
-                with fh:
-                    chunks = itertools.chain(
-                        _claim_lines(con, counts),
-                        _term_lines(layout.kb_table_dir(kb_version, "entities", root), "qid", counts, False),
-                        _term_lines(layout.kb_table_dir(kb_version, "properties", root), "pid", counts, True),
-                    )
-                    for chunk in chunks:
-                        counts["triples"] += chunk.count("\n")  # one line per triple: literals escape LF
-                        fh.write(chunk)
-                os.replace(tmp, out)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
-        finally:
-            con.close()
+            if workers == 1:
+                con = _claims_connection(claims, root, memory_limit, spill, None, threads=None)
+                try:
+                    with _open_text(tmp, gz) as fh:
+                        counts = _write_units(units, fh, con)
+                finally:
+                    con.close()
+            else:
+                counts = _export_in_parallel(units, tmp, gz, claims, root, memory_limit, spill, workers)
+            os.replace(tmp, out)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    return counts
+
+
+def _export_in_parallel(units: list[_Unit], tmp: Path, gz: bool, claims: list[Path], root: Path,
+                        memory_limit: str, spill: str, workers: int) -> dict[str, int]:
+    """Write every unit to its own part file in ``workers`` processes, then append the parts to ``tmp`` in order."""
+    parts = [Path(spill) / f"part-{i:05d}.nt" for i in range(len(units))]
+    counts = dict.fromkeys(_COUNTS, 0)
+    # spawn: this process may hold threads (DuckDB, Prefect's), which a forked child would inherit half-locked
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_export_unit, unit, str(part), gz, [str(f) for f in claims], str(root),
+                               memory_limit, str(Path(spill) / f"duckdb-{i}")) for i, (unit, part)
+                   in enumerate(zip(units, parts, strict=True))]
+        for future in futures:
+            for k, v in future.result().items():
+                counts[k] += v
+    with open(tmp, "wb") as dst:
+        for part in parts:  # gzip members concatenate into one valid gzip stream
+            with open(part, "rb") as src:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            part.unlink()
     return counts

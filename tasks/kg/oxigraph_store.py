@@ -42,12 +42,13 @@ def read_store_meta(kb_version: str, root: Path | None = None) -> dict | None:
     return read_done(store_folder(kb_version, root), DONE, legacy=LEGACY_MARKERS)
 
 
-def open_store(kb_version: str, root: Path | None = None):
+def open_store(kb_version: str, root: Path | None = None, workers: int = 1):
     """The read-only Oxigraph store of a KB version (built from its N-Triples export on first use).
 
     Args:
         kb_version: Published KB version.
         root: Data root (default ``LINKEDQA_HOME``).
+        workers: Processes of the N-Triples export when the store is built (the bulk load is Oxigraph's own).
 
     Returns:
         A ``pyoxigraph.Store`` opened read-only, shared by every caller of this process.
@@ -62,7 +63,7 @@ def open_store(kb_version: str, root: Path | None = None):
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             nt = tmp / "kb.nt"
-            counts = export_ntriples(kb_version, nt, root=root or layout.home())
+            counts = export_ntriples(kb_version, nt, root=root or layout.home(), workers=workers)
             store = pyoxigraph.Store(str(tmp / "store"))
             store.bulk_load(path=str(nt), format=pyoxigraph.RdfFormat.N_TRIPLES)
             store.flush()

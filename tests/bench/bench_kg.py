@@ -7,7 +7,8 @@ all measured in this run on the same ``--n`` entities (sampled with a fixed seed
 * SparqlKG on ``oxigraph serve`` loaded from ``linkedqa kb export-nt`` of the same KB, batched (``VALUES`` with
   ``--batch`` entities) and one query per entity;
 * ratios DuckDB batched / each SPARQL variant, and how many entities got identical answers from both;
-* N-Triples export time, Oxigraph load time by ``oxigraph load`` (CLI bulk loader) vs chunked HTTP POST;
+* N-Triples export time in one process and with ``--export-workers`` processes (the ratio, same triples),
+  Oxigraph load time by ``oxigraph load`` (CLI bulk loader) vs chunked HTTP POST;
 * with ``--layouts``: index build time and lookups/s by batch size for both DuckDB index layouts (sorted Parquet
   with small row groups vs a DuckDB database file with ART indexes).
 
@@ -51,6 +52,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layouts", action="store_true", help="also compare the two DuckDB index layouts")
     ap.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
+    ap.add_argument("--export-workers", type=int, default=2, help="processes of the parallel export (default 2)")
     a = ap.parse_args()
 
     import pyarrow.parquet as pq
@@ -110,6 +112,14 @@ def main() -> int:
         t_export = time.perf_counter() - t0
         print(f"\nexport-nt: {counts['triples']:,} triples ({counts['claims']:,} claims) in {t_export:.2f}s "
               f"= {counts['triples'] / t_export:,.0f} triples/s, {nt.stat().st_size / 1e6:.1f} MB gz")
+        par = Path(tmp) / "kb-parallel.nt.gz"
+        t0 = time.perf_counter()
+        counts_par = export_ntriples(kb, par, root=root, workers=a.export_workers)
+        t_par = time.perf_counter() - t0
+        assert counts_par == counts, (counts_par, counts)
+        print(f"export-nt --workers {a.export_workers}: {t_par:.2f}s = {counts['triples'] / t_par:,.0f} triples/s, "
+              f"{t_export / t_par:.2f}x one process (same counts; process start-up included)")
+        par.unlink()
         with OxigraphServer(Path(tmp) / "http-store") as srv:
             t_http = srv.load_ntriples(nt, method="http")
         with OxigraphServer(Path(tmp) / "store") as srv:

@@ -112,9 +112,11 @@ def test_commands_that_write_run_as_prefect_flows(api, home: Path, data_root: Pa
     # kb export-nt
     runs = before()
     nt = tmp_path / "out" / "kb.nt"
-    out = linkedqa(capsys, "kb", "export-nt", str(nt))
+    out = linkedqa(capsys, "kb", "export-nt", str(nt), "--workers", "2")
     adds_runs(runs, "export_kb_ntriples")
-    assert nt.is_file() and f"from KB {version}" in out and "triples=" in out
+    assert nt.is_file() and f"from KB {version}" in out
+    triples = int(re.search(r"triples=([\d,]+)", out).group(1).replace(",", ""))
+    assert sum(1 for _ in nt.open(encoding="utf-8")) == triples > 0  # the two workers' parts, appended
 
     # data import / data load
     real = json.loads((data_root / "webqsp-el/webqsp.test.entities.with_classes.json").read_text())[:2]
