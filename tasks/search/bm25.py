@@ -53,6 +53,16 @@ FORMAT_VERSION = 1
 _BATCH_ROWS = 8192
 
 
+class NoKeys:
+    """Stands in for the set of seen keys when the input's keys are known unique: remembers nothing."""
+
+    def __contains__(self, key: object) -> bool:
+        return False
+
+    def add(self, key: object) -> None:
+        """Nothing to remember."""
+
+
 class SearchIndexError(RuntimeError):
     """Base error of the search indexes."""
 
@@ -231,9 +241,13 @@ class BM25Index:
 
     @classmethod
     def _documents(
-        cls, rows: Iterable[dict[str, Any]], stats: dict[str, int]
+        cls, rows: Iterable[dict[str, Any]], stats: dict[str, int], seen: set[str] | NoKeys
     ) -> Iterator[tuple[tantivy.Document, dict[str, Any]]]:
-        """Yield ``(tantivy document without the row field, docs.arrow row)`` per kept input row."""
+        """Yield ``(tantivy document without the row field, docs.arrow row)`` per kept input row.
+
+        ``seen`` holds the keys already indexed (a later row with one is skipped), or is a :class:`NoKeys` when
+        the caller knows the keys are unique.
+        """
         raise NotImplementedError
 
     def _make_hits(self, columns: dict[str, list[Any]], scores: list[float]) -> list[Any]:
@@ -250,6 +264,7 @@ class BM25Index:
         heap_mb: int = 256,
         threads: int = 1,
         extra_meta: dict[str, Any] | None = None,
+        keys_unique: bool = False,
     ) -> Self:
         """Build the index atomically into ``folder`` and open it; a finished folder is opened, not rebuilt.
 
@@ -259,6 +274,8 @@ class BM25Index:
             heap_mb: Indexing memory budget of tantivy's writer, in MB (at least 15 MB per thread).
             threads: Indexing threads (1 keeps one segment on small inputs; more helps on large ones).
             extra_meta: More keys for the done-marker (e.g. the KB version and input hashes).
+            keys_unique: The caller checked that no two rows share a key (the KB's builders do, with DuckDB):
+                then no set of seen keys is kept, whose memory grows with the input (~10 GB for 115 M QIDs).
 
         Returns:
             The opened index.
@@ -279,7 +296,8 @@ class BM25Index:
             writer = index.writer(max(heap_mb, 15 * threads) * 1_000_000, threads)
             with pa.OSFile(str(tmp / DOCS), "wb") as sink, pa.ipc.new_file(sink, cls.DOCS_SCHEMA) as out:
                 buf: list[dict[str, Any]] = []
-                for doc, payload in cls._documents(rows, stats):
+                seen: set[str] | NoKeys = NoKeys() if keys_unique else set()
+                for doc, payload in cls._documents(rows, stats, seen):
                     doc.add_integer("row", stats["docs"])
                     writer.add_document(doc)
                     buf.append(payload)
@@ -310,6 +328,7 @@ class BM25Index:
                 "raw_exact_fields": cls.RAW_EXACT_FIELDS,
                 "tie_breaker": cls.TIE_BREAKER,
                 "per_term": cls.PER_TERM,
+                "dedupe": "keys checked unique by the caller" if keys_unique else "set of seen keys",
                 "tantivy": getattr(tantivy, "__version__", "?"),
                 **(extra_meta or {}),
             }

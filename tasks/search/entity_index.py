@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import tantivy
 
-from tasks.search.bm25 import ANALYZER, STORE_ONLY, BM25Index, add_texts, clean_list, query_key, raw_key
+from tasks.search.bm25 import ANALYZER, STORE_ONLY, BM25Index, NoKeys, add_texts, clean_list, query_key, raw_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +84,8 @@ class EntityIndex(BM25Index):
 
     @classmethod
     def _documents(
-        cls, rows: Iterable[dict[str, Any]], stats: dict[str, int]
+        cls, rows: Iterable[dict[str, Any]], stats: dict[str, int], seen: set[str] | NoKeys
     ) -> Iterator[tuple[tantivy.Document, dict[str, Any]]]:
-        seen: set[str] = set()
         for row in rows:
             stats["rows_in"] += 1
             qid = (row.get("qid") or "").strip()

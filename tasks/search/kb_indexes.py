@@ -14,6 +14,7 @@ process (the openers below build a missing index too, so a library caller never 
 from __future__ import annotations
 
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage import layout
-from storage.catalog import register_parquet_view
+from storage.catalog import register_parquet_view, sql_literal
 from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
 from storage.parquet_io import part_files
 from tasks.progress import progress
@@ -65,6 +66,33 @@ def _iter_batches(kb_version: str, table: str, columns: list[str], root: Path,
         yield from pq.ParquetFile(f).iter_batches(batch_size=batch_rows, columns=columns)
 
 
+SQL_SEARCH = layout.REPO_ROOT / "sql" / "search"
+
+
+def keys_unique(kb_version: str, table: str, key: str, root: Path, spill_parent: Path) -> bool:
+    """Whether no two rows of a KB table share a non-empty (trimmed) ``key`` (``sql/search/duplicate_keys.sql``).
+
+    DuckDB groups the keys under a 1 GB memory limit, spilling to a temporary folder in ``spill_parent``, so the
+    check's memory stays flat where a Python set of the keys would not. The merge makes ``entities.qid`` and
+    ``passages.passage_id`` unique, and a Wikipedia dump has one page per title; a table where the check fails
+    makes the BM25 builder fall back to remembering the keys it has seen.
+    """
+    files = part_files(layout.kb_table_dir(kb_version, table, root))
+    spill_parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".keys-", dir=spill_parent) as spill:
+        con = duckdb.connect()
+        try:
+            con.execute("SET memory_limit = '1GB'")
+            con.execute(f"SET temp_directory = {sql_literal(spill)}")
+            con.execute("SET preserve_insertion_order = false")
+            con.execute("SET enable_progress_bar = false")
+            register_parquet_view(con, "kb_table", [(f, {}) for f in files], table, root)
+            (duplicated,) = con.execute((SQL_SEARCH / "duplicate_keys.sql").read_text().format(key=key)).fetchone()
+        finally:
+            con.close()
+    return duplicated == 0
+
+
 _DISAMBIG = re.compile(r"\s*\([^)]*\)\s*$")
 
 
@@ -98,7 +126,8 @@ def _build_entity_bm25(kb_version: str, root: Path) -> Path:
     if not index_is_built(folder):
         rows = _iter_rows(kb_version, "entities", ["qid", "label", "description", "aliases", "enwiki_title",
                                                    "sitelinks"], root, desc=f"entity BM25 index of {kb_version}")
-        EntityIndex.build(folder, (d for d in map(entity_doc, rows) if d["label"] or d["aliases"]))
+        EntityIndex.build(folder, (d for d in map(entity_doc, rows) if d["label"] or d["aliases"]),
+                          keys_unique=keys_unique(kb_version, "entities", "qid", root, folder.parent))
     return folder
 
 
@@ -118,7 +147,7 @@ def _build_title_bm25(kb_version: str, root: Path) -> Path:
     if not index_is_built(folder):
         rows = _iter_rows(kb_version, "articles", ["page_id", "title", "qid", "lead"], root,
                           desc=f"title BM25 index of {kb_version}")
-        TitleIndex.build(folder, rows)
+        TitleIndex.build(folder, rows, keys_unique=keys_unique(kb_version, "articles", "title", root, folder.parent))
     return folder
 
 
@@ -138,7 +167,8 @@ def _build_passage_bm25(kb_version: str, root: Path) -> Path:
     if not index_is_built(folder):
         rows = _iter_rows(kb_version, "passages", ["passage_id", "page_id", "title", "qid", "text"], root,
                           desc=f"passage BM25 index of {kb_version}")
-        PassageIndex.build(folder, rows)
+        PassageIndex.build(folder, rows,
+                           keys_unique=keys_unique(kb_version, "passages", "passage_id", root, folder.parent))
     return folder
 
 

@@ -41,6 +41,7 @@ from tasks.search.bm25 import (
     BM25Index,
     IndexKindMismatch,
     IndexNotFound,
+    NoKeys,
     SearchIndexError,
     is_built,
     prepare_build_folder,
@@ -114,9 +115,8 @@ class PassageIndex(BM25Index):
 
     @classmethod
     def _documents(
-        cls, rows: Iterable[dict[str, Any]], stats: dict[str, int]
+        cls, rows: Iterable[dict[str, Any]], stats: dict[str, int], seen: set[str] | NoKeys
     ) -> Iterator[tuple[tantivy.Document, dict[str, Any]]]:
-        seen: set[str] = set()
         for row in rows:
             stats["rows_in"] += 1
             pid = str(row.get("passage_id") or "").strip()

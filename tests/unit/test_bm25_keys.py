@@ -1,0 +1,45 @@
+"""The KB's BM25 builders keep no set of seen keys when DuckDB finds the keys unique (flat memory at scale).
+
+A set of 115 M QID strings is ~10 GB of Python objects; ``keys_unique`` (``sql/search/duplicate_keys.sql``)
+groups the keys in DuckDB under a memory limit instead, and a table with a duplicated key falls back to the set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storage import layout
+from storage.parquet_io import write_table
+from tasks.search.bm25 import read_meta
+from tasks.search.entity_index import EntityIndex
+from tasks.search.kb_indexes import ensure_index, keys_unique
+
+
+def test_sample_kb_keys_are_unique_and_the_entity_index_keeps_no_set(kb_home: str, tmp_path: Path) -> None:
+    root = layout.home()
+    assert keys_unique(kb_home, "entities", "qid", root, tmp_path)
+    assert keys_unique(kb_home, "passages", "passage_id", root, tmp_path)
+    assert not list(tmp_path.iterdir())  # the spill folder is gone
+    res = ensure_index(kb_home, "entity-bm25", root)
+    meta = read_meta(Path(res["folder"]))
+    assert meta["dedupe"] == "keys checked unique by the caller"
+    assert meta["stats"]["duplicates_skipped"] == 0 and meta["doc_count"] > 100_000
+
+
+def test_a_duplicated_key_is_found_after_trimming_and_empty_keys_do_not_count(home: Path, tmp_path: Path) -> None:
+    part = layout.kb_table_dir("dup-00000000", "entities", home) / "part-00000-of-00001.parquet"
+    def row(qid: str) -> dict:
+        return {"qid": qid, "label": "x", "description": None, "aliases": [], "enwiki_title": None,
+                "instance_of": [], "sitelinks": 0, "source": "test"}
+
+    write_table([row(q) for q in ("Q1", "Q2", "", "", " ")], "entities", part)
+    assert keys_unique("dup-00000000", "entities", "qid", home, tmp_path)
+    write_table([row(q) for q in ("Q1", "Q2", " Q1")], "entities", part)
+    assert not keys_unique("dup-00000000", "entities", "qid", home, tmp_path)
+
+
+def test_without_the_check_the_builder_remembers_keys(tmp_path: Path) -> None:
+    rows = [{"qid": "Q1", "label": "one"}, {"qid": "Q1", "label": "again"}, {"qid": "Q2", "label": "two"}]
+    idx = EntityIndex.build(tmp_path / "set", rows)
+    assert len(idx) == 2 and idx.meta["stats"]["duplicates_skipped"] == 1
+    assert idx.meta["dedupe"] == "set of seen keys"
