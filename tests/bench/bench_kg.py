@@ -44,6 +44,27 @@ def _rate(n: int, seconds: float) -> str:
     return f"{n / seconds:>10,.0f} lookups/s ({seconds * 1000 / n:7.2f} ms each)"
 
 
+def _export_ratio(kb: str, root: Path, tmp: Path, workers: int) -> tuple[Path, dict]:
+    """Export the KB in one process, then with ``workers`` processes; print both and the ratio."""
+    from tasks.kg.export_nt import export_ntriples
+
+    nt = tmp / "kb.nt.gz"
+    t0 = time.perf_counter()
+    counts = export_ntriples(kb, nt, root=root)
+    t_export = time.perf_counter() - t0
+    print(f"\nexport-nt: {counts['triples']:,} triples ({counts['claims']:,} claims) in {t_export:.2f}s "
+          f"= {counts['triples'] / t_export:,.0f} triples/s, {nt.stat().st_size / 1e6:.1f} MB gz")
+    par = tmp / "kb-parallel.nt.gz"
+    t0 = time.perf_counter()
+    counts_par = export_ntriples(kb, par, root=root, workers=workers)
+    t_par = time.perf_counter() - t0
+    assert counts_par == counts, (counts_par, counts)
+    print(f"export-nt --workers {workers}: {t_par:.2f}s = {counts['triples'] / t_par:,.0f} triples/s, "
+          f"{t_export / t_par:.2f}x one process (same counts; process start-up included)")
+    par.unlink()
+    return nt, counts
+
+
 def main() -> int:
     """Run the benchmark and print the figures; returns the exit code."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -53,6 +74,8 @@ def main() -> int:
     ap.add_argument("--layouts", action="store_true", help="also compare the two DuckDB index layouts")
     ap.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     ap.add_argument("--export-workers", type=int, default=2, help="processes of the parallel export (default 2)")
+    ap.add_argument("--export-only", action="store_true",
+                    help="only the N-Triples export, one process against --export-workers (e.g. on a bench-scale KB)")
     a = ap.parse_args()
 
     import pyarrow.parquet as pq
@@ -60,7 +83,6 @@ def main() -> int:
     from storage import layout
     from storage.catalog import latest_kb_version
     from tasks.kg.duckdb_store import LAYOUTS, DuckDBKG, build_index
-    from tasks.kg.export_nt import export_ntriples
     from tasks.kg.oxigraph_server import OxigraphServer
     from tasks.kg.sparql import SparqlKG
 
@@ -70,6 +92,11 @@ def main() -> int:
         print(f"no published KB in LINKEDQA_HOME={root}: run `linkedqa kb build --sample` first", file=sys.stderr)
         return 2
     print(f"KB {kb} in {root}")
+
+    if a.export_only:
+        with tempfile.TemporaryDirectory(prefix="bench-kg-") as tmp:
+            _export_ratio(kb, root, Path(tmp), a.export_workers)
+        return 0
 
     t0 = time.perf_counter()
     folder = build_index(kb, root)
@@ -106,20 +133,7 @@ def main() -> int:
         d_single, _ = _lookups(duck, qids, 1)
 
     with tempfile.TemporaryDirectory(prefix="bench-kg-") as tmp:
-        nt = Path(tmp) / "kb.nt.gz"
-        t0 = time.perf_counter()
-        counts = export_ntriples(kb, nt, root=root)
-        t_export = time.perf_counter() - t0
-        print(f"\nexport-nt: {counts['triples']:,} triples ({counts['claims']:,} claims) in {t_export:.2f}s "
-              f"= {counts['triples'] / t_export:,.0f} triples/s, {nt.stat().st_size / 1e6:.1f} MB gz")
-        par = Path(tmp) / "kb-parallel.nt.gz"
-        t0 = time.perf_counter()
-        counts_par = export_ntriples(kb, par, root=root, workers=a.export_workers)
-        t_par = time.perf_counter() - t0
-        assert counts_par == counts, (counts_par, counts)
-        print(f"export-nt --workers {a.export_workers}: {t_par:.2f}s = {counts['triples'] / t_par:,.0f} triples/s, "
-              f"{t_export / t_par:.2f}x one process (same counts; process start-up included)")
-        par.unlink()
+        nt, counts = _export_ratio(kb, root, Path(tmp), a.export_workers)
         with OxigraphServer(Path(tmp) / "http-store") as srv:
             t_http = srv.load_ntriples(nt, method="http")
         with OxigraphServer(Path(tmp) / "store") as srv:
