@@ -1,7 +1,9 @@
 """Export one KB version as N-Triples in Wikidata's IRI scheme (``linkedqa kb export-nt``).
 
 Inputs: ``kb/<version>/{claims,entities,properties}`` Parquet parts. Output: one ``.nt`` file (gzip when the
-name ends with ``.gz``), written to ``<out>.tmp-<pid>`` and renamed when complete. Memory is bounded: claims
+name ends with ``.gz``), written to ``<out>.tmp-<pid>`` and renamed when complete; parts and DuckDB's spill
+files go to a ``.<out>.building-<pid>-*`` folder beside it. The next export of the same file removes what a
+killed one left (its pid no longer runs). Memory is bounded: claims
 stream out of DuckDB (``sql/kg/kg_claims.sql``, the same truthy rule the DuckDB KG uses) under a memory limit,
 entities and properties stream as Parquet batches.
 
@@ -45,6 +47,7 @@ import pyarrow.parquet as pq
 
 from storage import layout
 from storage.catalog import register_parquet_view, sql_literal
+from storage.done import sweep_temps
 from storage.parquet_io import part_files
 
 SQL_KG = layout.REPO_ROOT / "sql" / "kg"
@@ -273,10 +276,12 @@ def export_ntriples(kb_version: str, out_path: Path | str, root: Path | None = N
     if not claims:
         raise FileNotFoundError(f"KB version {kb_version!r} has no claims under {layout.kb_dir(kb_version, root)}")
     out.parent.mkdir(parents=True, exist_ok=True)
+    # what a killed export of the same file left (its temp output, its parts and spill folder), by dead pid
+    sweep_temps(out.parent, (f"{out.name}.tmp-*", f".{out.name}.building-*"), recursive=False)
     gz = out.name.endswith(".gz")
     units = _units(kb_version, root, workers)
     tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
-    with tempfile.TemporaryDirectory(prefix=".kg-export-", dir=out.parent) as spill:
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.building-{os.getpid()}-", dir=out.parent) as spill:
         try:
             if workers == 1:
                 con = _claims_connection(claims, root, memory_limit, spill, None, threads=None)

@@ -8,6 +8,9 @@ table has several Parquet row groups (so the entities are cut into several units
 from __future__ import annotations
 
 import gzip
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -41,3 +44,20 @@ def test_workers_below_one_is_an_error(kb_home: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="workers must be >= 1"):
         export_ntriples(kb_home, tmp_path / "x.nt", root=layout.home(), workers=0)
     assert not list(tmp_path.iterdir())
+
+
+def test_what_a_killed_export_left_is_swept_by_the_next(kb_home: str, tmp_path: Path) -> None:
+    """A SIGKILLed export leaves its temp output and its parts folder; the next export of that file removes them
+    (their pid no longer runs), and leaves a live writer's alone."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    dead, live = proc.pid, os.getpid()
+    (tmp_path / f"kb.nt.tmp-{dead}").write_text("torn")
+    parts = tmp_path / f".kb.nt.building-{dead}-x1y2"
+    parts.mkdir()
+    (parts / "part-00000.nt").write_text("half")
+    (tmp_path / f".kb.nt.building-{live}-busy").mkdir()
+    (tmp_path / f".other.nt.building-{dead}-x").mkdir()  # another file's: not this export's to remove
+    export_ntriples(kb_home, tmp_path / "kb.nt", root=layout.home(), workers=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["kb.nt", f".kb.nt.building-{live}-busy", f".other.nt.building-{dead}-x"])
