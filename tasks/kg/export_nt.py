@@ -299,19 +299,62 @@ def export_ntriples(kb_version: str, out_path: Path | str, root: Path | None = N
     return counts
 
 
-def _export_in_parallel(units: list[_Unit], tmp: Path, gz: bool, claims: list[Path], root: Path,
-                        memory_limit: str, spill: str, workers: int) -> dict[str, int]:
-    """Write every unit to its own part file in ``workers`` processes, then append the parts to ``tmp`` in order."""
-    parts = [Path(spill) / f"part-{i:05d}.nt" for i in range(len(units))]
+def _write_parts(units: list[_Unit], folder: Path, gz: bool, claims: list[Path], root: Path, memory_limit: str,
+                 spill: Path, workers: int) -> tuple[list[Path], dict[str, int]]:
+    """Write every unit to its own part file in ``folder`` with ``workers`` processes; (parts in unit order, counts)."""
+    parts = [folder / f"part-{i:05d}.nt{'.gz' if gz else ''}" for i in range(len(units))]
     counts = dict.fromkeys(_COUNTS, 0)
     # spawn: this process may hold threads (DuckDB, Prefect's), which a forked child would inherit half-locked
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(_export_unit, unit, str(part), gz, [str(f) for f in claims], str(root),
-                               memory_limit, str(Path(spill) / f"duckdb-{i}")) for i, (unit, part)
+                               memory_limit, str(spill / f"duckdb-{i}")) for i, (unit, part)
                    in enumerate(zip(units, parts, strict=True))]
         for future in futures:
             for k, v in future.result().items():
                 counts[k] += v
+    return parts, counts
+
+
+def export_ntriples_parts(kb_version: str, folder: Path, root: Path | None = None, memory_limit: str = "1GB",
+                          workers: int = 2) -> tuple[list[Path], dict[str, int]]:
+    """Write a KB version as plain N-Triples part files in ``folder`` (for loaders that read several files at once).
+
+    The parts together hold exactly the triples of :func:`export_ntriples` (see the module doc for how the KB
+    is cut); ``folder`` is created and the caller owns (and removes) it.
+
+    Args:
+        kb_version: Published KB version under ``<root>/kb``.
+        folder: Where the parts go (``part-00000.nt``, ...).
+        root: Data root (default ``LINKEDQA_HOME``).
+        memory_limit: DuckDB memory limit of each claims process.
+        workers: Processes writing parts (also the number of claims parts).
+
+    Returns:
+        (the part files in unit order, the counts of :func:`export_ntriples`).
+
+    Raises:
+        FileNotFoundError: When the KB version has no claims table.
+        ValueError: When ``workers`` < 1.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    root = root or layout.home()
+    claims = part_files(layout.kb_table_dir(kb_version, "claims", root))
+    if not claims:
+        raise FileNotFoundError(f"KB version {kb_version!r} has no claims under {layout.kb_dir(kb_version, root)}")
+    folder.mkdir(parents=True, exist_ok=True)
+    spill = folder / ".spill"
+    try:
+        return _write_parts(_units(kb_version, root, workers), folder, False, claims, root, memory_limit, spill,
+                            workers)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _export_in_parallel(units: list[_Unit], tmp: Path, gz: bool, claims: list[Path], root: Path,
+                        memory_limit: str, spill: str, workers: int) -> dict[str, int]:
+    """Write every unit to its own part file in ``workers`` processes, then append the parts to ``tmp`` in order."""
+    parts, counts = _write_parts(units, Path(spill), gz, claims, root, memory_limit, Path(spill), workers)
     with open(tmp, "wb") as dst:
         for part in parts:  # gzip members concatenate into one valid gzip stream
             with open(part, "rb") as src:

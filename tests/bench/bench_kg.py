@@ -65,6 +65,38 @@ def _export_ratio(kb: str, root: Path, tmp: Path, workers: int) -> tuple[Path, d
     return nt, counts
 
 
+def _store_ratio(kb: str, root: Path, workers: int) -> None:
+    """Build the kg-oxigraph store from one export file, then from ``workers`` parts loaded at once; print both.
+
+    The store this KB already had is moved aside and put back afterwards.
+    """
+    import shutil
+
+    from tasks.kg import oxigraph_store
+
+    final = oxigraph_store.store_folder(kb, root)
+    kept = final.with_name(f"{final.name}.bench-kept")
+    if final.exists():
+        final.rename(kept)
+    try:
+        seconds, sizes = [], []
+        for w in (1, workers):
+            oxigraph_store._OPEN.clear()
+            t0 = time.perf_counter()
+            store = oxigraph_store.open_store(kb, root, workers=w)
+            seconds.append(time.perf_counter() - t0)
+            sizes.append(len(store))
+            del store
+            oxigraph_store._OPEN.clear()
+            shutil.rmtree(final)
+        assert sizes[0] == sizes[1], sizes
+        print(f"kg-oxigraph store (export + bulk load): one file {seconds[0]:.2f}s, {workers} parts loaded at once "
+              f"{seconds[1]:.2f}s = {seconds[0] / seconds[1]:.2f}x ({sizes[0]:,} triples in both)")
+    finally:
+        if kept.exists():
+            kept.rename(final)
+
+
 def main() -> int:
     """Run the benchmark and print the figures; returns the exit code."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -74,8 +106,9 @@ def main() -> int:
     ap.add_argument("--layouts", action="store_true", help="also compare the two DuckDB index layouts")
     ap.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     ap.add_argument("--export-workers", type=int, default=2, help="processes of the parallel export (default 2)")
-    ap.add_argument("--export-only", action="store_true",
-                    help="only the N-Triples export, one process against --export-workers (e.g. on a bench-scale KB)")
+    ap.add_argument("--build-only", action="store_true",
+                    help="only the N-Triples export and the kg-oxigraph store build, one process against "
+                         "--export-workers (e.g. on a bench-scale KB)")
     a = ap.parse_args()
 
     import pyarrow.parquet as pq
@@ -93,9 +126,10 @@ def main() -> int:
         return 2
     print(f"KB {kb} in {root}")
 
-    if a.export_only:
+    if a.build_only:
         with tempfile.TemporaryDirectory(prefix="bench-kg-") as tmp:
             _export_ratio(kb, root, Path(tmp), a.export_workers)
+        _store_ratio(kb, root, a.export_workers)
         return 0
 
     t0 = time.perf_counter()

@@ -100,7 +100,7 @@ SPEEDUP = {
     "index kg-duckdb": (4.0, "DuckDB: ASSUMED /4 (as merge)"),
     "index kg-oxigraph": (2.0, "N-Triples export (--workers processes) + Oxigraph bulk_load (its default 2 "
                           "threads): ASSUMED /2"),
-    "export-nt": (8.0, "--workers processes (2 here: 1.36x one process on the 300k KB, bench_kg --export-only) "
+    "export-nt": (8.0, "--workers processes (2 here: 1.36x one process on the 300k KB, bench_kg --build-only) "
                   "writing parts, appended by one copy: ASSUMED /8 for 2 -> 16 (that efficiency holds)"),
     "search-recall": (1.0, "200 questions, fixed work; grows only with the index: no speed-up"),
 }

@@ -282,3 +282,23 @@ def test_truthy_rule_best_rank_and_placeholders(tmp_path: Path):
     assert counts["claims"] == 5 and counts["triples"] == 5
     text = (tmp_path / "s.nt").read_text()
     assert '"200"^^<http://www.w3.org/2001/XMLSchema#decimal>' in text and "L12" not in text
+
+
+def test_oxigraph_store_from_parallel_parts_holds_the_one_file_triples(kb, tmp_path, monkeypatch):
+    """``kb index --kind kg-oxigraph --workers 3``: three processes' N-Triples parts bulk-loaded at once into one
+    store hold exactly the triples of the one-file export."""
+    import tasks.kg.oxigraph_store as store_mod
+
+    root, version = kb
+    monkeypatch.setattr(store_mod, "_OPEN", {})
+    folder = store_mod.store_folder(version, root)
+    assert not folder.exists()
+    store = store_mod.open_store(version, root, workers=3)
+    meta = store_mod.read_store_meta(version, root)
+    assert len(store) == meta["export"]["triples"] > 0
+    assert not (folder / "parts").exists() and not list(folder.parent.glob(f"{folder.name}.tmp-*"))
+    nt = tmp_path / "one.nt"
+    assert export_ntriples(version, nt, root=root) == meta["export"]
+    one = pyoxigraph.Store()
+    one.bulk_load(path=str(nt), format=pyoxigraph.RdfFormat.N_TRIPLES)
+    assert {str(q) for q in store} == {str(q) for q in one}
