@@ -20,7 +20,7 @@ def build_indexes(kb: str | None = None, kinds: list[str] | None = None, workers
     Args:
         kb: KB name or version (default: the newest).
         kinds: ``INDEX_KINDS`` keys, built in the given order.
-        workers: Processes for kg-oxigraph's N-Triples export (``tasks.kg.export_nt``).
+        workers: kg-oxigraph's N-Triples parts, written and bulk-loaded in parallel (``tasks.kg.oxigraph_store``).
 
     Returns:
         One ``{"kind", "folder", "built", "seconds"}`` per kind.

@@ -497,7 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     ki.add_argument("--kind", action="append", default=[], choices=list(layout.INDEX_KINDS), metavar="K",
                     help=f"index kind, repeatable (default: all): {', '.join(layout.INDEX_KINDS)}")
     ki.add_argument("--workers", type=_positive(int), default=1,
-                    help="processes for kg-oxigraph's N-Triples export (as kb export-nt --workers)")
+                    help="kg-oxigraph: N processes write N-Triples parts, N threads bulk-load them at once")
     ki.set_defaults(fn=cmd_kb_index)
     kl = kb.add_parser("list", help="published KB versions")
     kl.set_defaults(fn=cmd_kb_list)

@@ -25,7 +25,7 @@ _LEGACY_MARKERS = ("meta.json", "_done")
 
 
 def build_kb_index(kb_version: str, kind: str, root: Path, workers: int = 1) -> dict:
-    """Build one index kind of a KB version unless it is built (``workers``: processes of kg-oxigraph's export).
+    """Build one index kind of a KB version unless it is built (``workers``: kg-oxigraph's parts).
 
     Returns:
         ``{"kind", "folder", "built": bool (False: it already existed), "seconds"}``.
