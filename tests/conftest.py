@@ -161,27 +161,40 @@ def _orphaned_servers() -> list:
     return out
 
 
+#: Servers that xdist workers found left running (``pytest_testnodedown``, controller side).
+_LEAKED_ON_WORKERS: list[str] = []
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the session when a test left a server running (killing it, so CI machines stay clean)."""
+    """Fail the session when a test left a server running (killing it, so CI machines stay clean).
+
+    Under pytest-xdist each worker checks the servers its own tests started (they carry its tag) and hands the
+    list to the controller, which fails the run: a worker's own exit status is not the run's.
+    """
     leaked = _orphaned_servers()
     if leaked:  # a server whose parent just exited gets its parent-death signal: give it time to go
         import psutil
 
         _gone, leaked = psutil.wait_procs(leaked, timeout=30)  # graceful uvicorn shutdown: slow under load
-    if not leaked:
-        return
     lines = [f"  pid {p.pid}: {' '.join(p.info['cmdline'] or [])[:160]}" for p in leaked]
     for p in leaked:
-        with __import__("contextlib").suppress(Exception):
+        with contextlib.suppress(Exception):
             p.kill()
-    print("\nERROR: servers left running by the tests (now killed):\n" + "\n".join(lines))
-    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["leaked_servers"] = lines
+    lines += _LEAKED_ON_WORKERS
+    if lines:
+        print("\nERROR: servers left running by the tests (now killed):\n" + "\n".join(lines))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error) -> None:  # noqa: ARG001 - pytest-xdist hook, controller side
-    """Merge a finished xdist worker's LLM token counts (``tests/llm_tokens.py``)."""
+    """Merge a finished xdist worker's LLM token counts (``tests/llm_tokens.py``) and the servers it found left
+    running (:func:`pytest_sessionfinish`)."""
     llm_tokens.take_over(node)
+    _LEAKED_ON_WORKERS.extend((getattr(node, "workeroutput", None) or {}).get("leaked_servers", []))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest hook

@@ -49,3 +49,25 @@ def test_a_killed_pytest_takes_its_prefect_server_along(tmp_path: Path, sig):
             server.kill()
         if proc.poll() is None:
             proc.wait(timeout=10)
+
+
+def _probes() -> list:
+    return [p for p in psutil.process_iter(["cmdline"]) if "uvicorn-leak-probe" in " ".join(p.info["cmdline"] or [])]
+
+
+def test_a_server_left_running_on_an_xdist_worker_fails_the_run(tmp_path: Path) -> None:
+    """The session guard kills a server a test left behind and fails the run, under pytest-xdist too (a worker's
+    own exit status is ignored by the controller: the worker hands its findings over)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(LINKEDQA_HOME=str(tmp_path / "wh"))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider",
+                          "--timeout=120", str(ROOT / "tests" / "flows" / "leak_probe.py")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    try:
+        assert out.returncode == 1, out.stdout[-3000:]
+        assert "1 passed" in out.stdout and "servers left running by the tests" in out.stdout, out.stdout[-3000:]
+        assert "uvicorn-leak-probe" in out.stdout
+        assert not _probes()
+    finally:
+        for p in _probes():
+            p.kill()

@@ -1,0 +1,17 @@
+"""Run by ``test_pytest_harness.py`` in a pytest of its own (not collected here: no ``test_`` prefix).
+
+Leaves a process that looks like a server this session started (this venv's python, ``uvicorn`` in its command
+line, this session's ``LINKEDQA_TEST_SESSION``) whose parent is gone: the session guard in ``tests/conftest.py``
+must kill it and fail the run, also when the test ran on a pytest-xdist worker.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_leaves_an_orphaned_server_behind() -> None:
+    spawn = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', "
+             "'uvicorn-leak-probe'], start_new_session=True)")
+    subprocess.run([sys.executable, "-c", spawn], check=True)  # its parent exits at once: an orphan
