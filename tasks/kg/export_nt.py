@@ -10,8 +10,10 @@ entities and properties stream as Parquet batches.
 With ``workers`` > 1 the export is cut into units (the claims by a hash of their subject, so that a subject's
 preferred claims meet its other claims in the same unit; the entity and property tables by Parquet row groups),
 each written by a worker process to a part file beside the output; the parts are then appended in unit order
-(gzip members concatenate into one valid gzip stream). The triples are the same as a one-process export's; only
-their order differs.
+(gzip members concatenate into one valid gzip stream, which gzip, Python and zlib-based readers read whole; a
+reader that stops after the first member would see claims partition 0 only). The triples are the same as a
+one-process export's; only their order differs. Each claims worker scans the whole claims table and keeps its
+hash partition, so the scan work grows with the number of workers (the formatting work does not).
 
 Triples written (prefixes as on the Wikidata Query Service):
 
@@ -38,7 +40,6 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -304,14 +305,28 @@ def _write_parts(units: list[_Unit], folder: Path, gz: bool, claims: list[Path],
     """Write every unit to its own part file in ``folder`` with ``workers`` processes; (parts in unit order, counts)."""
     parts = [folder / f"part-{i:05d}.nt{'.gz' if gz else ''}" for i in range(len(units))]
     counts = dict.fromkeys(_COUNTS, 0)
-    # spawn: this process may hold threads (DuckDB, Prefect's), which a forked child would inherit half-locked
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_export_unit, unit, str(part), gz, [str(f) for f in claims], str(root),
-                               memory_limit, str(spill / f"duckdb-{i}")) for i, (unit, part)
-                   in enumerate(zip(units, parts, strict=True))]
-        for future in futures:
-            for k, v in future.result().items():
-                counts[k] += v
+    # spawn: this process may hold threads (DuckDB, Prefect's), which a forked child would inherit half-locked.
+    # A Pool, not a ProcessPoolExecutor: its terminate() stops the workers at the first failed unit or on Ctrl-C,
+    # where an executor would finish every submitted unit first (and its workers survive a KeyboardInterrupt).
+    pool = multiprocessing.get_context("spawn").Pool(workers)
+    try:
+        pending = [pool.apply_async(_export_unit, (unit, str(part), gz, [str(f) for f in claims], str(root),
+                                                   memory_limit, str(spill / f"duckdb-{i}")))
+                   for i, (unit, part) in enumerate(zip(units, parts, strict=True))]
+        while pending:  # in completion order, so a failure surfaces as soon as it happens
+            done = [r for r in pending if r.ready()]
+            for r in done:
+                for k, v in r.get().items():  # re-raises a unit's exception here
+                    counts[k] += v
+                pending.remove(r)
+            if pending and not done:
+                pending[0].wait(0.2)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
     return parts, counts
 
 

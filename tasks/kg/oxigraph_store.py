@@ -49,10 +49,13 @@ def open_store(kb_version: str, root: Path | None = None, workers: int = 1):
     Args:
         kb_version: Published KB version.
         root: Data root (default ``LINKEDQA_HOME``).
-        workers: With more than 1, the store is built from that many processes' N-Triples parts, bulk-loaded by
-            as many threads into the one store at once (as Oxigraph's own CLI loads several files; each load
-            takes Oxigraph's default of 2 threads and ~2 GB). On 2 cores (``bench_kg --build-only``): 1.48x
-            against one file on the sample KB, 1.06x at 300k entities, where one load already fills both cores.
+        workers: With more than 1, the N-Triples export is written by that many processes as parts (``workers``
+            claims parts plus the entity and property parts, ``tasks.kg.export_nt``), bulk-loaded by that many
+            threads into the one store, several at once (as Oxigraph's own CLI loads several files; each load
+            takes Oxigraph's default of 2 threads and ~2 GB, so memory grows with ``workers``). A failed load
+            surfaces once the loads already started have finished (they cannot be interrupted). On 2 cores
+            (``bench_kg --build-only``): 1.48x against one file on the sample KB, 1.06x at 300k entities, where
+            one load already fills both cores.
 
     Returns:
         A ``pyoxigraph.Store`` opened read-only, shared by every caller of this process.

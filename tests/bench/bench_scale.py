@@ -101,7 +101,8 @@ SPEEDUP = {
     "index kg-oxigraph": (2.0, "N-Triples parts (--workers processes) bulk-loaded by --workers threads at once "
                           "(1.06x at 2 on the 300k KB, bench_kg --build-only): ASSUMED /2, unmeasured above 2 cores"),
     "export-nt": (8.0, "--workers processes (2 here: 1.36x one process on the 300k KB, bench_kg --build-only) "
-                  "writing parts, appended by one copy: ASSUMED /8 for 2 -> 16 (that efficiency holds)"),
+                  "writing parts, appended by one copy: ASSUMED /8 for 2 -> 16 (that efficiency holds; optimistic: "
+                  "each claims worker scans the whole claims table for its hash partition)"),
     "search-recall": (1.0, "200 questions, fixed work; grows only with the index: no speed-up"),
 }
 # What drives each step's size: entities, or the Wikipedia text (XML bytes) or articles (the synthetic pages
