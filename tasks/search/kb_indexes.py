@@ -13,6 +13,7 @@ process (the openers below build a missing index too, so a library caller never 
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import threading
@@ -28,6 +29,7 @@ import pyarrow.parquet as pq
 
 from storage import layout
 from storage.catalog import register_parquet_view, sql_literal
+from storage.done import sweep_temps
 from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
 from storage.parquet_io import part_files
 from tasks.progress import progress
@@ -79,7 +81,9 @@ def keys_unique(kb_version: str, table: str, key: str, root: Path, spill_parent:
     """
     files = part_files(layout.kb_table_dir(kb_version, table, root))
     spill_parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".keys-", dir=spill_parent) as spill:
+    name = f".{table}-keys.building"
+    sweep_temps(spill_parent, (f"{name}-*",), recursive=False)  # a killed check's spill (its pid is gone)
+    with tempfile.TemporaryDirectory(prefix=f"{name}-{os.getpid()}-", dir=spill_parent) as spill:
         con = duckdb.connect()
         try:
             con.execute("SET memory_limit = '1GB'")
@@ -87,7 +91,8 @@ def keys_unique(kb_version: str, table: str, key: str, root: Path, spill_parent:
             con.execute("SET preserve_insertion_order = false")
             con.execute("SET enable_progress_bar = false")
             register_parquet_view(con, "kb_table", [(f, {}) for f in files], table, root)
-            (duplicated,) = con.execute((SQL_SEARCH / "duplicate_keys.sql").read_text().format(key=key)).fetchone()
+            sql = (SQL_SEARCH / "duplicate_keys.sql").read_text().replace("{key}", key)
+            (duplicated,) = con.execute(sql).fetchone()
         finally:
             con.close()
     return duplicated == 0
