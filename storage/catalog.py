@@ -32,6 +32,23 @@ def sql_literal(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+def spilling_connection(memory_limit: str, temp_dir: Path | str,
+                        threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection for a bounded-memory batch query.
+
+    It holds ``memory_limit``, spills to ``temp_dir``, keeps no insertion order, shows no progress bar, and runs
+    ``threads`` threads when given (else DuckDB's default).
+    """
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
+    con.execute(f"SET temp_directory = {sql_literal(temp_dir)}")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET enable_progress_bar = false")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    return con
+
+
 @dataclass(frozen=True)
 class _Source:
     files: list[Path]

@@ -47,7 +47,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from storage import layout
-from storage.catalog import register_parquet_view, sql_literal
+from storage.catalog import register_parquet_view, spilling_connection
 from storage.done import sweep_temps
 from storage.parquet_io import part_files
 
@@ -141,6 +141,16 @@ class _Unit:
     row_groups: tuple[int, ...] = ()
 
 
+def _claims_files(kb_version: str, root: Path, workers: int) -> list[Path]:
+    """The claims parts of a KB version, after checking ``workers``; the errors both exports document."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    claims = part_files(layout.kb_table_dir(kb_version, "claims", root))
+    if not claims:
+        raise FileNotFoundError(f"KB version {kb_version!r} has no claims under {layout.kb_dir(kb_version, root)}")
+    return claims
+
+
 def _units(kb_version: str, root: Path, workers: int) -> list[_Unit]:
     """The export's units in output order: claims first, then entities, then properties (see the module doc)."""
     units = [_Unit("claims", i, workers) for i in range(workers)]
@@ -156,13 +166,7 @@ def _units(kb_version: str, root: Path, workers: int) -> list[_Unit]:
 def _claims_connection(claims: list[Path], root: Path, memory_limit: str, spill: str,
                        unit: _Unit | None, threads: int | None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with view ``kb_claims`` over the KB's claims (one hash partition of them for a unit)."""
-    con = duckdb.connect()
-    con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
-    con.execute(f"SET temp_directory = {sql_literal(spill)}")
-    con.execute("SET preserve_insertion_order = false")
-    con.execute("SET enable_progress_bar = false")
-    if threads:
-        con.execute(f"SET threads = {int(threads)}")
+    con = spilling_connection(memory_limit, spill, threads)
     if unit is None or unit.parts == 1:
         register_parquet_view(con, "kb_claims", [(f, {}) for f in claims], "claims", root)
     else:
@@ -189,8 +193,7 @@ def _term_lines(unit: _Unit, counts: dict[str, int]) -> Iterator[str]:
     properties = unit.table == "properties"
     id_col = "pid" if properties else "qid"
     columns = [id_col, "label", "description", "aliases"] + (["datatype"] if properties else [])
-    f = unit.file
-    for batch in pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=columns,
+    for batch in pq.ParquetFile(unit.file).iter_batches(batch_size=_BATCH, columns=columns,
                                                   row_groups=list(unit.row_groups)):
         cols = batch.to_pydict()
         lines = []
@@ -269,13 +272,9 @@ def export_ntriples(kb_version: str, out_path: Path | str, root: Path | None = N
         FileNotFoundError: When the KB version has no claims table.
         ValueError: When ``workers`` < 1.
     """
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
     root = root or layout.home()
     out = Path(out_path)
-    claims = part_files(layout.kb_table_dir(kb_version, "claims", root))
-    if not claims:
-        raise FileNotFoundError(f"KB version {kb_version!r} has no claims under {layout.kb_dir(kb_version, root)}")
+    claims = _claims_files(kb_version, root, workers)
     out.parent.mkdir(parents=True, exist_ok=True)
     # what a killed export of the same file left (its temp output, its parts and spill folder), by dead pid
     sweep_temps(out.parent, (f"{out.name}.tmp-*", f".{out.name}.building-*"), recursive=False)
@@ -351,12 +350,8 @@ def export_ntriples_parts(kb_version: str, folder: Path, root: Path | None = Non
         FileNotFoundError: When the KB version has no claims table.
         ValueError: When ``workers`` < 1.
     """
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
     root = root or layout.home()
-    claims = part_files(layout.kb_table_dir(kb_version, "claims", root))
-    if not claims:
-        raise FileNotFoundError(f"KB version {kb_version!r} has no claims under {layout.kb_dir(kb_version, root)}")
+    claims = _claims_files(kb_version, root, workers)
     folder.mkdir(parents=True, exist_ok=True)
     spill = folder / ".spill"
     try:

@@ -73,9 +73,8 @@ def open_store(kb_version: str, root: Path | None = None, workers: int = 1):
             if workers > 1:
                 parts, counts = export_ntriples_parts(kb_version, tmp / "parts", root or layout.home(), workers=workers)
                 with ThreadPoolExecutor(workers) as pool:  # bulk_load releases the GIL
-                    for _ in pool.map(lambda p: store.bulk_load(path=str(p), format=pyoxigraph.RdfFormat.N_TRIPLES),
-                                      parts):
-                        pass
+                    list(pool.map(lambda p: store.bulk_load(path=str(p), format=pyoxigraph.RdfFormat.N_TRIPLES),
+                                  parts))
             else:
                 nt = tmp / "kb.nt"
                 counts = export_ntriples(kb_version, nt, root=root or layout.home())

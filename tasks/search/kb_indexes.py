@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage import layout
-from storage.catalog import register_parquet_view, sql_literal
+from storage.catalog import register_parquet_view, spilling_connection
 from storage.done import sweep_temps
 from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
 from storage.parquet_io import part_files
@@ -84,12 +84,8 @@ def keys_unique(kb_version: str, table: str, key: str, root: Path, spill_parent:
     name = f".{table}-keys.building"
     sweep_temps(spill_parent, (f"{name}-*",), recursive=False)  # a killed check's spill (its pid is gone)
     with tempfile.TemporaryDirectory(prefix=f"{name}-{os.getpid()}-", dir=spill_parent) as spill:
-        con = duckdb.connect()
+        con = spilling_connection("1GB", spill)
         try:
-            con.execute("SET memory_limit = '1GB'")
-            con.execute(f"SET temp_directory = {sql_literal(spill)}")
-            con.execute("SET preserve_insertion_order = false")
-            con.execute("SET enable_progress_bar = false")
             register_parquet_view(con, "kb_table", [(f, {}) for f in files], table, root)
             sql = (SQL_SEARCH / "duplicate_keys.sql").read_text().replace("{key}", key)
             (duplicated,) = con.execute(sql).fetchone()
