@@ -51,6 +51,8 @@ ANALYZER = "lq_text"
 STORE_ONLY = "lq_store_only"
 FORMAT_VERSION = 1
 _BATCH_ROWS = 8192
+#: Hits fetched beyond k at first, so a small tie group at the k-th score needs no second search.
+_TIE_MARGIN = 16
 
 
 class NoKeys:
@@ -397,8 +399,12 @@ class BM25Index:
 
         One searcher is reused for every query; the hits' row numbers are read from a fast field in one
         call and their payload taken from the memory-mapped side table in one ``take``. Empty or
-        all-punctuation queries give ``[]``. Ties (equal scores) are broken by popularity (more sitelinks
-        first) when the index has it, then by row order.
+        all-punctuation queries give ``[]``.
+
+        The order is total and does not depend on how the index is cut into segments (writer threads, heap
+        size, merges): score, then popularity (more sitelinks first) when the index has it, then row order.
+        tantivy breaks equal scores by segment and doc id, so the hits are fetched until the group of
+        scores equal to the k-th is whole (:meth:`_whole_ties`) and only then ordered and cut at ``k``.
 
         Args:
             queries: Query strings (any user text).
@@ -410,32 +416,31 @@ class BM25Index:
         k = self.DEFAULT_K if k is None else int(k)
         if k <= 0:
             return [[] for _ in queries]
-        fetch = k + 16 if self._has_popularity else k
         per_query: list[list[tuple[float, tantivy.DocAddress]]] = []
         for text in queries:
             key = query_key(text)
-            if not key:
-                per_query.append([])
-                continue
-            query = self._query(key, raw_key(text))
-            per_query.append(self._searcher.search(query, fetch, count=False).hits)
+            per_query.append(self._whole_ties(self._query(key, raw_key(text)), k) if key else [])
         flat = [addr for hits in per_query for _, addr in hits]
         if not flat:
             return [[] for _ in queries]
         rows = self._searcher.fast_field_values("row", flat)
         scores = [float(score) for hits in per_query for score, _ in hits]
-        counts = [len(hits) for hits in per_query]
-        if self._has_popularity:
-            pop = self._docs.column("popularity").take(pa.array(rows, type=pa.int64())).to_pylist()
-            perm: list[int] = []
-            start = 0
-            for n in counts:
-                span = range(start, start + n)
-                perm.extend(sorted(span, key=lambda i: (-scores[i], -(pop[i] or 0), rows[i]))[:k])
-                start += n
-            counts = [min(n, k) for n in counts]
-            rows = [rows[i] for i in perm]
-            scores = [scores[i] for i in perm]
+        pop = (self._docs.column("popularity").take(pa.array(rows, type=pa.int64())).to_pylist()
+               if self._has_popularity else None)
+        perm: list[int] = []
+        counts: list[int] = []
+        start = 0
+        for hits in per_query:
+            span = range(start, start + len(hits))
+            start += len(hits)
+            if pop is None:
+                ordered = sorted(span, key=lambda i: (-scores[i], rows[i]))[:k]
+            else:
+                ordered = sorted(span, key=lambda i: (-scores[i], -(pop[i] or 0), rows[i]))[:k]
+            perm.extend(ordered)
+            counts.append(len(ordered))
+        rows = [rows[i] for i in perm]
+        scores = [scores[i] for i in perm]
         taken = self._docs.take(pa.array(rows, type=pa.int64()))
         hits_flat = self._make_hits(
             {name: taken.column(name).to_pylist() for name in taken.column_names}, scores
@@ -446,6 +451,25 @@ class BM25Index:
             out.append(hits_flat[start : start + n])
             start += n
         return out
+
+    def _whole_ties(self, query: tantivy.Query, k: int) -> list[tuple[float, tantivy.DocAddress]]:
+        """The best hits of ``query``: every hit scored above the k-th and every hit scored equal to it.
+
+        tantivy returns the top ``limit`` by score and breaks equal scores by (segment, doc id), which depend
+        on the index's layout. A score is the same whatever the layout (the statistics are the whole
+        index's), so while the last fetched hit ties with the k-th, more hits are fetched (4x each time)
+        until the tie group is whole; hits below the k-th score are dropped.
+        """
+        limit = k + _TIE_MARGIN
+        while True:
+            hits = self._searcher.search(query, limit, count=False).hits
+            if len(hits) < limit or len(hits) <= k or hits[-1][0] != hits[k - 1][0]:
+                break
+            limit *= 4
+        if len(hits) <= k:
+            return hits
+        kth = hits[k - 1][0]
+        return [h for h in hits if h[0] >= kth]
 
     def search(self, query: str, k: int | None = None) -> list[Any]:
         """Hits of one query (``search_many`` with one query)."""

@@ -278,6 +278,42 @@ def test_passage_index(data_root: Path, tmp_path: Path) -> None:
     assert idx.search_many(["", "?"], 4) == [[], []]
 
 
+def test_entity_hits_do_not_depend_on_the_index_layout(entity_index: EntityIndex, entity_rows: list[dict],
+                                                       tmp_path: Path) -> None:
+    """Same documents, one segment against several (3 writer threads): the same hits, in the same order.
+
+    tantivy breaks equal scores by (segment, doc id); ``search_many`` fetches the whole tie group at the k-th
+    score and orders it by popularity and row, so the layout cannot change which entities make the cut.
+    """
+    threaded = EntityIndex.build(tmp_path / "threaded", entity_rows, threads=3, heap_mb=45)
+    assert entity_index.meta["segments"] == 1 and threaded.meta["segments"] > 1
+    rng = random.Random(11)
+    # first words of labels: short queries with large groups of equal scores (many "John ..." entities)
+    queries = [r["label"].split()[0] for r in rng.sample(entity_rows, 400)] + ["John", "Paris", "river"]
+    k = 10
+    straddling = 0
+    for q in queries:
+        raw = entity_index._searcher.search(entity_index._query(query_key(q)), k + 16, count=False).hits
+        straddling += len(raw) == k + 16 and raw[-1][0] == raw[k - 1][0]
+    assert straddling >= 10  # the tie group at the k-th score is longer than the first fetch: refetched
+    one = [[(h.qid, h.score) for h in hits] for hits in entity_index.search_many(queries, k)]
+    many = [[(h.qid, h.score) for h in hits] for hits in threaded.search_many(queries, k)]
+    assert one == many
+
+
+def test_passage_ties_are_cut_by_row_whatever_the_layout(data_root: Path, tmp_path: Path) -> None:
+    """40 identical copies of each real passage score alike: the first rows win, in one segment or several."""
+    passages = _passages(data_root)[:60]
+    copies = [{**p, "passage_id": f"{p['passage_id']}#{c}"} for c in range(40) for p in passages]
+    one = PassageIndex.build(tmp_path / "one", copies)
+    many = PassageIndex.build(tmp_path / "many", copies, threads=3, heap_mb=45)
+    assert one.meta["segments"] == 1 and many.meta["segments"] > 1
+    queries = [" ".join(p["text"].split()[:12]) for p in passages]
+    for idx in (one, many):
+        for p, hits in zip(passages, idx.search_many(queries, 4), strict=True):
+            assert [h.passage_id for h in hits] == [f"{p['passage_id']}#{c}" for c in range(4)]
+
+
 # ------------------------------------------------------------------------------------------- DenseIndex
 def test_dense_index_self_retrieval(entity_rows: list[dict], tmp_path: Path) -> None:
     sample = random.Random(2).sample(entity_rows, 2000)
