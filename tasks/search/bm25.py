@@ -25,9 +25,12 @@ Subclasses (``EntityIndex``, ``TitleIndex``, ``PassageIndex``) declare fields an
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
+import re
 import shutil
+import sys
 import time
 import unicodedata
 import uuid
@@ -83,6 +86,11 @@ def query_key(text: str | None) -> str:
     Casefolds, strips accents (NFKD, combining marks dropped), replaces every character that is not a
     letter or digit by a space and collapses spaces. ``"Boston, MA"`` and ``"boston  ma"`` give the same key.
 
+    It runs for every name the entity and title indexes hold (hundreds of millions at full scale), so ASCII
+    text, ~90% of the names, takes one ``str.translate``; other text is decomposed and its combining marks
+    deleted by ``str.translate`` and its non-alphanumeric runs replaced by one regex. Same keys as the
+    per-character rule (differential test over every code point).
+
     Args:
         text: Any user or KB text (``None`` is treated as empty).
 
@@ -91,9 +99,24 @@ def query_key(text: str | None) -> str:
     """
     if not text:
         return ""
+    if text.isascii():
+        return " ".join(text.translate(_ASCII_KEY).split())
     decomposed = unicodedata.normalize("NFKD", text.casefold())
-    chars = [" " if not c.isalnum() else c for c in decomposed if not unicodedata.combining(c)]
-    return " ".join("".join(chars).split())
+    if not decomposed.isascii():
+        decomposed = decomposed.translate(_combining_marks())
+    return " ".join(_NOT_ALNUM.sub(" ", decomposed).split())
+
+
+#: ASCII casefolded, every non-alphanumeric character a space (``str.isalnum``; casefold is lower on ASCII).
+_ASCII_KEY = str.maketrans({chr(i): chr(i).lower() if chr(i).isalnum() else " " for i in range(128)})
+#: Runs of characters that are not ``str.isalnum`` (re's ``\w`` is ``str.isalnum`` plus the underscore).
+_NOT_ALNUM = re.compile(r"[\W_]+")
+
+
+@functools.cache
+def _combining_marks() -> dict[int, None]:
+    """``str.translate`` table deleting every code point with a non-zero combining class (~80 ms, once)."""
+    return {i: None for i in range(sys.maxunicode + 1) if unicodedata.combining(chr(i))}
 
 
 def raw_key(text: str | None) -> str:

@@ -7,7 +7,9 @@ import gzip
 import json
 import os
 import random
+import sys
 import time
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
@@ -276,6 +278,25 @@ def test_passage_index(data_root: Path, tmp_path: Path) -> None:
     assert any(h.title == "Salt Lake City" for h in hit)
     assert hit[0].qid and hit[0].text and hit[0].score > 0
     assert idx.search_many(["", "?"], 4) == [[], []]
+
+
+def _query_key_per_character(text: str | None) -> str:
+    """The rule ``query_key`` implements, character by character (its implementation before the fast path)."""
+    if not text:
+        return ""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    chars = [" " if not c.isalnum() else c for c in decomposed if not unicodedata.combining(c)]
+    return " ".join("".join(chars).split())
+
+
+def test_query_key_equals_the_per_character_rule(entity_rows: list[dict]) -> None:
+    """Every code point alone and between letters, and every LiterallyWikidata label and alias."""
+    points = [chr(i) for i in range(sys.maxunicode + 1) if not 0xD800 <= i <= 0xDFFF]
+    texts = points + [f"a{c}b" for c in points] + [f"Ab {c}\u0301x_y" for c in points[::7]]
+    texts += [r["label"] for r in entity_rows] + [a for r in entity_rows for a in r["aliases"]]
+    texts += ["", "Crème Brûlée", "İstanbul", "ﬁve ½ Ⅻ", "straße", "snake_case", "Ǆemal", "x\u200by"]
+    assert sum(not t.isascii() for t in texts) > 1_000_000
+    assert [query_key(t) for t in texts] == [_query_key_per_character(t) for t in texts]
 
 
 def test_entity_hits_do_not_depend_on_the_index_layout(entity_index: EntityIndex, entity_rows: list[dict],
