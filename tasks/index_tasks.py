@@ -25,7 +25,10 @@ _LEGACY_MARKERS = ("meta.json", "_done")
 
 
 def build_kb_index(kb_version: str, kind: str, root: Path, workers: int = 1) -> dict:
-    """Build one index kind of a KB version unless it is built (``workers``: kg-oxigraph's parts).
+    """Build one index kind of a KB version unless it is built.
+
+    ``workers``: kg-oxigraph's N-Triples parts and loading threads, and tantivy's indexing threads for the
+    ``*-bm25`` kinds; the other kinds ignore it.
 
     Returns:
         ``{"kind", "folder", "built": bool (False: it already existed), "seconds"}``.
@@ -34,7 +37,7 @@ def build_kb_index(kb_version: str, kind: str, root: Path, workers: int = 1) -> 
         storage.layout.LayoutError: An unknown kind.
     """
     if kind in SEARCH_KINDS:
-        return ensure_index(kb_version, kind, root)
+        return ensure_index(kb_version, kind, root, threads=workers)
     folder = layout.index_kind_dir(kb_version, kind, root)
     if is_done(folder, legacy=_LEGACY_MARKERS):
         return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}

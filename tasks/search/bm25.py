@@ -346,6 +346,7 @@ class BM25Index:
                 "format_version": FORMAT_VERSION,
                 "doc_count": stats["docs"],
                 "segments": searcher.num_segments,
+                "threads": threads,
                 "build_s": round(time.perf_counter() - t0, 3),
                 "stats": stats,
                 "search_fields": cls.SEARCH_FIELDS,

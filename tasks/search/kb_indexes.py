@@ -121,13 +121,14 @@ def entity_index(kb_version: str, root: Path | None = None):
         return _OPEN[key]
 
 
-def _build_entity_bm25(kb_version: str, root: Path) -> Path:
+def _build_entity_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
 
     folder = layout.index_kind_dir(kb_version, "entity-bm25", root)
     if not index_is_built(folder):
         rows = _iter_rows(kb_version, "entities", ["qid", "label", "description", "aliases", "enwiki_title",
                                                    "sitelinks"], root, desc=f"entity BM25 index of {kb_version}")
         EntityIndex.build(folder, (d for d in map(entity_doc, rows) if d["label"] or d["aliases"]),
+                          **_writer(threads),
                           keys_unique=keys_unique(kb_version, "entities", "qid", root, folder.parent))
     return folder
 
@@ -142,13 +143,14 @@ def title_index(kb_version: str, root: Path | None = None):
         return _OPEN[key]
 
 
-def _build_title_bm25(kb_version: str, root: Path) -> Path:
+def _build_title_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
 
     folder = layout.index_kind_dir(kb_version, "title-bm25", root)
     if not index_is_built(folder):
         rows = _iter_rows(kb_version, "articles", ["page_id", "title", "qid", "lead"], root,
                           desc=f"title BM25 index of {kb_version}")
-        TitleIndex.build(folder, rows, keys_unique=keys_unique(kb_version, "articles", "title", root, folder.parent))
+        TitleIndex.build(folder, rows, **_writer(threads),
+                         keys_unique=keys_unique(kb_version, "articles", "title", root, folder.parent))
     return folder
 
 
@@ -162,13 +164,13 @@ def passage_index(kb_version: str, root: Path | None = None):
         return _OPEN[key]
 
 
-def _build_passage_bm25(kb_version: str, root: Path) -> Path:
+def _build_passage_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
 
     folder = layout.index_kind_dir(kb_version, "passage-bm25", root)
     if not index_is_built(folder):
         rows = _iter_rows(kb_version, "passages", ["passage_id", "page_id", "title", "qid", "text"], root,
                           desc=f"passage BM25 index of {kb_version}")
-        PassageIndex.build(folder, rows,
+        PassageIndex.build(folder, rows, **_writer(threads),
                            keys_unique=keys_unique(kb_version, "passages", "passage_id", root, folder.parent))
     return folder
 
@@ -282,6 +284,20 @@ def index_is_built(folder: Path) -> bool:
     return is_built(folder)
 
 
+def _writer(threads: int) -> dict[str, int]:
+    """The tantivy writer's settings for ``threads`` indexing threads (``kb index --workers``): 256 MB each.
+
+    More threads pay where tantivy's indexing, not the Python producer, is the slower side: passage-bm25
+    (1.34x at 2 threads on 2 cores; its producer bounds it at ~1.9x), not entity-bm25 (1.04x: its producer, names
+    normalised and documents built, takes as long as the indexing). ``tests/bench/bench_bm25_build.py`` measures
+    both. Hits do not depend on the thread count (``BM25Index.search_many`` orders ties by row, whatever the
+    segments); the done marker records it (``threads``).
+    """
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    return {"threads": threads, "heap_mb": 256 * threads}
+
+
 _BUILDERS = {
     "entity-bm25": _build_entity_bm25,
     "title-bm25": _build_title_bm25,
@@ -291,7 +307,7 @@ _BUILDERS = {
 }
 
 
-def ensure_index(kb_version: str, kind: str, root: Path | None = None) -> dict[str, Any]:
+def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: int = 1) -> dict[str, Any]:
     """Build the ``kind`` search index of a KB version unless it is built (the explicit, resumable index step).
 
     A build happens in a temporary sibling folder renamed onto the index folder, its done-marker written last,
@@ -302,6 +318,8 @@ def ensure_index(kb_version: str, kind: str, root: Path | None = None) -> dict[s
         kb_version: Published KB version.
         kind: One of :data:`SEARCH_KINDS`.
         root: ``LINKEDQA_HOME``.
+        threads: tantivy's indexing threads for the ``*-bm25`` kinds (:func:`_writer`); the dense kinds
+            encode on every core torch may use whatever it is.
 
     Returns:
         ``{"kind", "folder", "built": bool (False: it already existed), "seconds"}``.
@@ -316,7 +334,10 @@ def ensure_index(kb_version: str, kind: str, root: Path | None = None) -> dict[s
     if index_is_built(folder):
         return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}
     t0 = time.perf_counter()
-    _BUILDERS[kind](kb_version, root)
+    if kind.endswith("-bm25"):
+        _BUILDERS[kind](kb_version, root, threads)
+    else:
+        _BUILDERS[kind](kb_version, root)
     return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
 
 

@@ -6,7 +6,8 @@ import subprocess
 import sys
 
 SCRIPTS = ["tests.bench.bench_ingest", "tests.bench.bench_wikipedia", "tests.bench.bench_kg",
-           "tests.bench.bench_retrieval", "tests.bench.bench_ea", "tests.bench.bench_search", "tests.bench.bench_ela",
+           "tests.bench.bench_retrieval", "tests.bench.bench_ea", "tests.bench.bench_search",
+           "tests.bench.bench_bm25_build", "tests.bench.bench_ela",
            "tests.bench.bench_anchorrag", "tests.bench.bench_dtype", "tests.bench.bench_dense"]
 
 if __name__ == "__main__":

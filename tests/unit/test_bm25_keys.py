@@ -55,3 +55,22 @@ def test_without_the_check_the_builder_remembers_keys(tmp_path: Path) -> None:
     idx = EntityIndex.build(tmp_path / "set", rows)
     assert len(idx) == 2 and idx.meta["stats"]["duplicates_skipped"] == 1
     assert idx.meta["dedupe"] == "set of seen keys"
+
+
+def test_kb_index_workers_are_tantivy_threads_and_change_no_hit(kb_home: str, tmp_path: Path) -> None:
+    """``kb index --workers 3`` (``build_kb_index``) builds passage-bm25 with 3 indexing threads; same hits as 1."""
+    from tasks.index_tasks import build_kb_index
+    from tasks.search.passages import PassageIndex
+
+    root = layout.home()
+    other = tmp_path / "home"  # a second LINKEDQA_HOME that sees the same KB tables
+    (other / "kb").mkdir(parents=True)
+    (other / "kb" / kb_home).symlink_to(root / "kb" / kb_home)
+    one = PassageIndex.open(ensure_index(kb_home, "passage-bm25", root)["folder"])
+    res = build_kb_index(kb_home, "passage-bm25", other, workers=3)
+    three = PassageIndex.open(res["folder"])
+    assert res["built"] and three.meta["threads"] == 3 and three.meta["segments"] > 1
+    assert len(three) == len(one) > 10_000
+    texts = [h.text for h in one.search_many(["Barack Obama", "river in France"], 50)[0]]
+    queries = [" ".join(t.split()[:8]) for t in texts] + ["the", "Barack Obama", "capital of Utah"]
+    assert one.search_many(queries, 10) == three.search_many(queries, 10)
