@@ -288,8 +288,8 @@ def _writer(threads: int) -> dict[str, int]:
     """The tantivy writer's settings for ``threads`` indexing threads (``kb index --workers``): 256 MB each.
 
     More threads pay where tantivy's indexing, not the Python producer, is the slower side: passage-bm25
-    (1.34x at 2 threads on 2 cores; its producer bounds it at ~1.9x), not entity-bm25 (1.04x: its producer, names
-    normalised and documents built, takes as long as the indexing). ``tests/bench/bench_bm25_build.py`` measures
+    (1.50x at 2 threads on 2 cores; its producer bounds it at ~3.9x), not entity-bm25 (1.07x: its producer,
+    names normalised and documents built, takes as long as the indexing, a bound of ~1.3x). ``tests/bench/bench_bm25_build.py`` measures
     both. Hits do not depend on the thread count (``BM25Index.search_many`` orders ties by row, whatever the
     segments); the done marker records it (``threads``).
     """

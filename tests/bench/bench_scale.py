@@ -93,12 +93,12 @@ SPEEDUP = {
     "merge": (4.0, "DuckDB, all cores, memory_limit 2GB (spills): ASSUMED /4 for 2 -> 16 threads (50% eff.)"),
     "kb build": (None, "stage + merge as above"),
     "index entity-bm25": (1.0, "tantivy writer, --workers indexing threads; bound by its Python producer "
-                          "(1.04x at 2 threads, bench_bm25_build): no speed-up"),
+                          "(1.07x at 2 threads, bound ~1.3x, bench_bm25_build): no speed-up"),
     "index title-bm25": (1.0, "tantivy writer, --workers indexing threads; producer-bound like entity-bm25: "
                          "no speed-up"),
-    "index passage-bm25": (1.0, "tantivy writer with --workers indexing threads, measured here (1.34x of 1 thread "
-                           "at 2, bench_bm25_build); its Python producer bounds it at ~1.9x of 1 thread: no "
-                           "further speed-up assumed"),
+    "index passage-bm25": (1.0, "tantivy writer with --workers indexing threads, measured here (1.50x of 1 thread "
+                           "at 2, bench_bm25_build; its Python producer bounds it at ~3.9x): no further speed-up "
+                           "assumed"),
     "index passage-dense": (8.0, "torch CPU encode on all cores: ASSUMED linear, /8 for 2 -> 16 cores"),
     "index entity-dense": (8.0, "torch CPU encode on all cores: ASSUMED linear, /8 for 2 -> 16 cores"),
     "index kg-duckdb": (4.0, "DuckDB: ASSUMED /4 (as merge)"),
