@@ -289,9 +289,9 @@ def _writer(threads: int) -> dict[str, int]:
 
     More threads pay where tantivy's indexing, not the Python producer, is the slower side: passage-bm25
     (1.50x at 2 threads on 2 cores; its producer bounds it at ~3.9x), not entity-bm25 (1.07x: its producer,
-    names normalised and documents built, takes as long as the indexing, a bound of ~1.3x). ``tests/bench/bench_bm25_build.py`` measures
-    both. Hits do not depend on the thread count (``BM25Index.search_many`` orders ties by row, whatever the
-    segments); the done marker records it (``threads``).
+    names normalised and documents built, takes as long as the indexing, a bound of ~1.3x).
+    ``tests/bench/bench_bm25_build.py`` measures both. Hits do not depend on the thread count
+    (``BM25Index.search_many`` orders ties by row, whatever the segments); the done marker records it.
     """
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
