@@ -17,7 +17,8 @@ from tasks.dumps.base import Shard
 from tasks.kb.merge import merge_and_publish
 from tasks.kb.plan import BuildPlan, InputSpec, plan_from_inputs
 from tasks.kb.stage import stage_shard
-from tasks.progress import resolve_mode, worker_init
+from tasks.progress import resolve_mode
+from tasks.workers import pool_initializer
 
 _POOL: cf.ProcessPoolExecutor | None = None
 
@@ -26,7 +27,7 @@ def _pool(workers: int) -> cf.ProcessPoolExecutor:
     global _POOL
     if _POOL is None:
         _POOL = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                       initializer=worker_init, initargs=(resolve_mode(),))
+                                       initializer=pool_initializer, initargs=(resolve_mode(),))
     return _POOL
 
 

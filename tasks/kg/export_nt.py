@@ -50,6 +50,7 @@ from storage import layout
 from storage.catalog import register_parquet_view, spilling_connection
 from storage.done import sweep_temps
 from storage.parquet_io import part_files
+from tasks.workers import exit_with_parent
 
 SQL_KG = layout.REPO_ROOT / "sql" / "kg"
 WD = "http://www.wikidata.org/entity/"
@@ -307,7 +308,8 @@ def _write_parts(units: list[_Unit], folder: Path, gz: bool, claims: list[Path],
     # spawn: this process may hold threads (DuckDB, Prefect's), which a forked child would inherit half-locked.
     # A Pool, not a ProcessPoolExecutor: its terminate() stops the workers at the first failed unit or on Ctrl-C,
     # where an executor would finish every submitted unit first (and its workers survive a KeyboardInterrupt).
-    pool = multiprocessing.get_context("spawn").Pool(workers)
+    # Each worker ends within ~1 s of this process's death (SIGKILL included) instead of finishing its unit.
+    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=exit_with_parent)
     try:
         pending = [pool.apply_async(_export_unit, (unit, str(part), gz, [str(f) for f in claims], str(root),
                                                    memory_limit, str(spill / f"duckdb-{i}")))
