@@ -234,7 +234,7 @@ def dense_entity_index(kb_version: str, root: Path | None = None) -> DenseIndex:
     ``Q..|d``). With the description vector only, a bare keyword loses to entities whose description
     mentions it (measured: "Germany" scores 0.49 against "Germany: federal parliamentary republic..." and 0.57
     against "Saarland: state of Germany"); searches take the better of the two per entity
-    (``dense_entity_search``). Built once per KB version: about 200 texts/s on 2 CPU cores (measured
+    (``dense_entity_hits``). Built once per KB version: about 200 texts/s on 2 CPU cores (measured
     ``encode_per_s`` in its done-marker). The side table holds ``id``, ``qid``, ``label``, ``description`` and
     the embedded ``text`` of each vector, memory-mapped.
     """
@@ -345,7 +345,8 @@ def dense_entity_hits(kb_version: str, root: Path, queries: list[str], k: int) -
     """Top-``k`` KG entities per query from the dense entity index, best first.
 
     Each hit is ``{"qid", "label", "description", "score"}`` (cosine), the names read from the index's
-    memory-mapped side table. Each entity appears once, with the better of its name and name+description vectors.
+    memory-mapped side table. Each entity appears once, with the better of its name and name+description vectors
+    (ids ``Q..`` and ``Q..|d``).
     """
     index = dense_entity_index(kb_version, root)
     out = []
@@ -359,14 +360,6 @@ def dense_entity_hits(kb_version: str, root: Path, queries: list[str], k: int) -
         out.append([{"qid": r["qid"], "label": r["label"], "description": r["description"], "score": h.score}
                     for r, h in zip(index.payload(top), top, strict=True)])
     return out
-
-
-def dense_entity_search(kb_version: str, root: Path, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
-    """Top-``k`` KG entities per query from the dense entity index: ``[(qid, cosine)]``, best first.
-
-    :func:`dense_entity_hits` without the names.
-    """
-    return [[(d["qid"], d["score"]) for d in per] for per in dense_entity_hits(kb_version, root, queries, k)]
 
 
 def kg_node_batches(kb_version: str, root: Path, batch_rows: int = 100_000) -> Iterator[list[dict]]:

@@ -3,7 +3,7 @@
 Vectors: the sample KB's ``entity-dense`` index (every named KG node's name and ``"name: description"``,
 all-MiniLM-L6-v2; built by ``linkedqa kb index --kind entity-dense`` or here when missing: about 20 min on 2
 cores), read back from its flat FAISS index, so every candidate indexes the real vectors. Queries: the WebQSP-EL
-test gold mention texts, embedded with the same model. Searches follow ``kb_indexes.dense_entity_search``: 2k
+test gold mention texts, embedded with the same model. Searches follow ``kb_indexes.dense_entity_hits``: 2k
 vectors per query, each entity once (the better of its two vectors), top k = 10 entities (AnchorRAG's
 ``n_candidates``).
 
@@ -60,7 +60,7 @@ def reset_peak() -> None:
 
 def entity_top(idx: np.ndarray, scores: np.ndarray, entity_of: np.ndarray, k: int) -> list[list[int]]:
     """Per query, the top-``k`` entities (numbers) from a 2k-vector search, each entity once with its better
-    vector (``kb_indexes.dense_entity_search``)."""
+    vector (``kb_indexes.dense_entity_hits``)."""
     out = []
     for irow, srow in zip(idx.tolist(), scores.tolist(), strict=True):
         best: dict[int, float] = {}

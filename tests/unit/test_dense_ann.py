@@ -20,7 +20,7 @@ from tasks.search.passages import DenseIndex, encode
 
 N = 6000
 N_QUERIES = 400
-K = 20  # AnchorRAG: n_candidates = 10 entities per keyword, searched as 2 x 10 vectors (dense_entity_search)
+K = 20  # AnchorRAG: n_candidates = 10 entities per keyword, searched as 2 x 10 vectors (dense_entity_hits)
 #: IVF-PQ at this size: 64 lists, 64 one-byte codes per vector, 16 lists probed.
 SPEC = "ivfpq:nlist=64,m=64,nbits=8,nprobe=16"
 #: Measured with SPEC on these vectors (two runs, same values; AMD EPYC 2 cores, FAISS 1.15.1): top-K overlap with
