@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing as mp
+import os
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -27,7 +28,7 @@ def _pool(workers: int) -> cf.ProcessPoolExecutor:
     global _POOL
     if _POOL is None:
         _POOL = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                       initializer=pool_initializer, initargs=(resolve_mode(),))
+                                       initializer=pool_initializer, initargs=(resolve_mode(), os.getpid()))
     return _POOL
 
 

@@ -20,46 +20,49 @@ import os
 import threading
 import time
 
+from tasks.progress import worker_init
+
 #: Seconds between two looks at the parent pid.
 POLL_S = 1.0
 
 
-def exit_with_parent(poll_s: float = POLL_S) -> None:
+def exit_with_parent(parent_pid: int | None = None, poll_s: float = POLL_S) -> None:
     """End this process (exit status 1, no clean-up) within ``poll_s`` of its parent process's death.
 
-    A daemon thread compares ``os.getppid()`` with the parent pid seen now: an orphan is re-parented (to init or
-    a subreaper), so a change means the parent died. Files a killed worker leaves are temp files under its
-    parent's ``.building-<pid>`` folders, which the next run sweeps by dead pid. Idempotent per process.
+    A daemon thread compares ``os.getppid()`` with the parent's pid: an orphan is re-parented (to init or a
+    subreaper), so a change means the parent died. Temp files a killed worker leaves carry a dead pid in their
+    names (``.building-<pid>``), and the next run sweeps them. Idempotent per process.
 
     Args:
+        parent_pid: The pid of the process that started this one, passed by it (``initargs``), so a parent that
+            died before this runs is seen too; ``None``: ``os.getppid()`` now.
         poll_s: Seconds between two checks.
     """
     global _WATCHING
     if _WATCHING:
         return
-    parent = os.getppid()
+    parent = os.getppid() if parent_pid is None else parent_pid
 
     def watch() -> None:
         while True:
-            time.sleep(poll_s)
             if os.getppid() != parent:
                 os._exit(1)
+            time.sleep(poll_s)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
     _WATCHING = True
 
 
-def pool_initializer(progress_mode: str | None = None) -> None:
+def pool_initializer(progress_mode: str | None = None, parent_pid: int | None = None) -> None:
     """A pool's ``initializer``: :func:`exit_with_parent`, then the progress set-up.
 
     Args:
         progress_mode: The parent's :func:`tasks.progress.resolve_mode`; given, ``tasks.progress.worker_init``
             runs with it.
+        parent_pid: The parent's ``os.getpid()`` (see :func:`exit_with_parent`).
     """
-    exit_with_parent()
+    exit_with_parent(parent_pid)
     if progress_mode is not None:
-        from tasks.progress import worker_init
-
         worker_init(progress_mode)
 
 

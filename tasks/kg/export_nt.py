@@ -309,7 +309,7 @@ def _write_parts(units: list[_Unit], folder: Path, gz: bool, claims: list[Path],
     # A Pool, not a ProcessPoolExecutor: its terminate() stops the workers at the first failed unit or on Ctrl-C,
     # where an executor would finish every submitted unit first (and its workers survive a KeyboardInterrupt).
     # Each worker ends within ~1 s of this process's death (SIGKILL included) instead of finishing its unit.
-    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=exit_with_parent)
+    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=exit_with_parent, initargs=(os.getpid(),))
     try:
         pending = [pool.apply_async(_export_unit, (unit, str(part), gz, [str(f) for f in claims], str(root),
                                                    memory_limit, str(spill / f"duckdb-{i}")))

@@ -20,8 +20,10 @@ from storage.manifest import config_hash, read_manifest
 #: Part of every run id. Bump when a change alters what a run computes without changing its settings, prompts,
 #: KB version or index format, so a finished run of the old code is not taken for one of the new.
 #: 2: entity search sums query terms across label and aliases (a1eda74); same index files, other rankings.
-#: 3: BM25 ties at the k-th score are ordered by popularity and row over the whole tie group (8fcda79), not only
-#:    among tantivy's first k + 16; 23 of 4,593 WebQSP-EL test mentions get another top-50 on the sample KB.
+#: 3: BM25 hits are ordered by score rounded to 4 decimals, then popularity (entities, titles), then row, over
+#:    the whole group tied at the k-th score (8fcda79 and its review mend), not among tantivy's first k + 16
+#:    (entities) or in tantivy's own order (titles, passages); 23 of 4,593 WebQSP-EL test mentions got another
+#:    top-50 on the sample KB.
 RUN_FORMAT = 3
 
 

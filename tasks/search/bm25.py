@@ -56,6 +56,14 @@ FORMAT_VERSION = 1
 _BATCH_ROWS = 8192
 #: Hits fetched beyond k at first, so a small tie group at the k-th score needs no second search.
 _TIE_MARGIN = 16
+#: Most hits fetched for one query while completing the tie group at the k-th score (bounds time and memory on
+#: huge groups, e.g. thousands of scholarly articles titled "Editorial"); past it the order inside the group
+#: may depend on the segments again.
+_MAX_FETCH = 20_000
+#: Decimals of a hit's score. tantivy adds a query's term scores in float32 in an order that can depend on the
+#: segments (block-WAND), so the same document can score one ulp apart in two layouts; rounded, it cannot
+#: (except across a rounding boundary). The runs' stored candidates kept 4 decimals already.
+SCORE_DECIMALS = 4
 
 
 class NoKeys:
@@ -426,9 +434,10 @@ class BM25Index:
         all-punctuation queries give ``[]``.
 
         The order is total and does not depend on how the index is cut into segments (writer threads, heap
-        size, merges): score, then popularity (more sitelinks first) when the index has it, then row order.
-        tantivy breaks equal scores by segment and doc id, so the hits are fetched until the group of
-        scores equal to the k-th is whole (:meth:`_whole_ties`) and only then ordered and cut at ``k``.
+        size, merges): score (rounded to ``SCORE_DECIMALS``), then popularity (more sitelinks first) when the
+        index has it (entities, titles), then row order. tantivy breaks equal scores by segment and doc id, so
+        the hits are fetched until the group of scores equal to the k-th is whole (:meth:`_whole_ties`, at most
+        ``_MAX_FETCH`` hits) and only then ordered and cut at ``k``.
 
         Args:
             queries: Query strings (any user text).
@@ -448,7 +457,7 @@ class BM25Index:
         if not flat:
             return [[] for _ in queries]
         rows = self._searcher.fast_field_values("row", flat)
-        scores = [float(score) for hits in per_query for score, _ in hits]
+        scores = [score for hits in per_query for score, _ in hits]
         pop = (self._docs.column("popularity").take(pa.array(rows, type=pa.int64())).to_pylist()
                if self._has_popularity else None)
         perm: list[int] = []
@@ -477,19 +486,20 @@ class BM25Index:
         return out
 
     def _whole_ties(self, query: tantivy.Query, k: int) -> list[tuple[float, tantivy.DocAddress]]:
-        """The best hits of ``query``: every hit scored above the k-th and every hit scored equal to it.
+        """The best hits of ``query``, (rounded score, address): all above the k-th score and all equal to it.
 
         tantivy returns the top ``limit`` by score and breaks equal scores by (segment, doc id), which depend
-        on the index's layout. A score is the same whatever the layout (the statistics are the whole
-        index's), so while the last fetched hit ties with the k-th, more hits are fetched (4x each time)
-        until the tie group is whole; hits below the k-th score are dropped.
+        on the index's layout. A rounded score is the same whatever the layout (the statistics are the whole
+        index's), so while the last fetched hit ties with the k-th, more hits are fetched (4x each time, at
+        most ``_MAX_FETCH``) until the tie group is whole; hits below the k-th score are dropped.
         """
         limit = k + _TIE_MARGIN
         while True:
-            hits = self._searcher.search(query, limit, count=False).hits
-            if len(hits) < limit or len(hits) <= k or hits[-1][0] != hits[k - 1][0]:
+            hits = [(round(score, SCORE_DECIMALS), addr)
+                    for score, addr in self._searcher.search(query, limit, count=False).hits]
+            if len(hits) < limit or len(hits) <= k or hits[-1][0] != hits[k - 1][0] or limit >= _MAX_FETCH:
                 break
-            limit *= 4
+            limit = min(4 * limit, _MAX_FETCH)
         if len(hits) <= k:
             return hits
         kth = hits[k - 1][0]

@@ -204,8 +204,11 @@ def _passage_texts(t: pa.Table) -> list[str]:
             for ti, tx in zip(t.column("title").to_pylist(), t.column("text").to_pylist(), strict=True)]
 
 
-def _build_dense_passage(kb_version: str, root: Path) -> DenseIndex:
-    """The dense passage index; built when missing (passages streamed batch by batch), else opened."""
+def _build_dense_passage(kb_version: str, root: Path, threads: int = 1) -> DenseIndex:
+    """The dense passage index; built when missing (passages streamed batch by batch), else opened.
+
+    ``threads`` is not used: the encoder takes every core torch may use (``torch_threads``).
+    """
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in _iter_batches(kb_version, "passages", _PASSAGE_DOCS.names, root):
@@ -250,11 +253,12 @@ _ENTITY_DOCS = pa.schema([("id", pa.string()), ("qid", pa.string()), ("label", p
                           ("description", pa.string()), ("text", pa.string())])
 
 
-def _build_dense_entity(kb_version: str, root: Path) -> DenseIndex:
+def _build_dense_entity(kb_version: str, root: Path, threads: int = 1) -> DenseIndex:
     """The dense entity index; built when missing, else opened.
 
     Rows are streamed from the KG-node query twice (ordered by QID): every name vector first, then every
-    name-and-description vector, so memory holds one batch of entities, not the KG's.
+    name-and-description vector, so memory holds one batch of entities, not the KG's. ``threads`` is not used
+    (as for :func:`_build_dense_passage`).
     """
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -291,7 +295,8 @@ def _writer(threads: int) -> dict[str, int]:
     (1.50x at 2 threads on 2 cores; its producer bounds it at ~3.9x), not entity-bm25 (1.07x: its producer,
     names normalised and documents built, takes as long as the indexing, a bound of ~1.3x).
     ``tests/bench/bench_bm25_build.py`` measures both. Hits do not depend on the thread count
-    (``BM25Index.search_many`` orders ties by row, whatever the segments); the done marker records it.
+    (``BM25Index.search_many`` orders tied scores by popularity, where the index has it, then row, whatever the
+    segments); the done marker records it.
     """
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
@@ -334,10 +339,7 @@ def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: 
     if index_is_built(folder):
         return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}
     t0 = time.perf_counter()
-    if kind.endswith("-bm25"):
-        _BUILDERS[kind](kb_version, root, threads)
-    else:
-        _BUILDERS[kind](kb_version, root)
+    _BUILDERS[kind](kb_version, root, threads)
     return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
 
 
