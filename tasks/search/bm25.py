@@ -460,16 +460,14 @@ class BM25Index:
         scores = [score for hits in per_query for score, _ in hits]
         pop = (self._docs.column("popularity").take(pa.array(rows, type=pa.int64())).to_pylist()
                if self._has_popularity else None)
+        pops = pop or [0] * len(rows)
         perm: list[int] = []
         counts: list[int] = []
         start = 0
         for hits in per_query:
             span = range(start, start + len(hits))
             start += len(hits)
-            if pop is None:
-                ordered = sorted(span, key=lambda i: (-scores[i], rows[i]))[:k]
-            else:
-                ordered = sorted(span, key=lambda i: (-scores[i], -(pop[i] or 0), rows[i]))[:k]
+            ordered = sorted(span, key=lambda i: (-scores[i], -(pops[i] or 0), rows[i]))[:k]
             perm.extend(ordered)
             counts.append(len(ordered))
         rows = [rows[i] for i in perm]

@@ -18,7 +18,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from storage.done import sweep_temps
 from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
 from storage.parquet_io import part_files
 from tasks.progress import progress
-from tasks.search.bm25 import is_built
+from tasks.search.bm25 import BM25Index, is_built
 from tasks.search.entity_index import EntityIndex
 from tasks.search.passages import DenseHit, DenseIndex, PassageIndex, entity_texts
 from tasks.search.title_index import TitleIndex
@@ -122,15 +122,9 @@ def entity_index(kb_version: str, root: Path | None = None):
 
 
 def _build_entity_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
-
-    folder = layout.index_kind_dir(kb_version, "entity-bm25", root)
-    if not index_is_built(folder):
-        rows = _iter_rows(kb_version, "entities", ["qid", "label", "description", "aliases", "enwiki_title",
-                                                   "sitelinks"], root, desc=f"entity BM25 index of {kb_version}")
-        EntityIndex.build(folder, (d for d in map(entity_doc, rows) if d["label"] or d["aliases"]),
-                          **_writer(threads),
-                          keys_unique=keys_unique(kb_version, "entities", "qid", root, folder.parent))
-    return folder
+    return _build_bm25(EntityIndex, "entity-bm25", "entities", "qid", kb_version, root, threads,
+                       ["qid", "label", "description", "aliases", "enwiki_title", "sitelinks"], "entity",
+                       lambda rows: (d for d in map(entity_doc, rows) if d["label"] or d["aliases"]))
 
 
 def title_index(kb_version: str, root: Path | None = None):
@@ -144,14 +138,8 @@ def title_index(kb_version: str, root: Path | None = None):
 
 
 def _build_title_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
-
-    folder = layout.index_kind_dir(kb_version, "title-bm25", root)
-    if not index_is_built(folder):
-        rows = _iter_rows(kb_version, "articles", ["page_id", "title", "qid", "lead"], root,
-                          desc=f"title BM25 index of {kb_version}")
-        TitleIndex.build(folder, rows, **_writer(threads),
-                         keys_unique=keys_unique(kb_version, "articles", "title", root, folder.parent))
-    return folder
+    return _build_bm25(TitleIndex, "title-bm25", "articles", "title", kb_version, root, threads,
+                       ["page_id", "title", "qid", "lead"], "title")
 
 
 def passage_index(kb_version: str, root: Path | None = None):
@@ -165,13 +153,23 @@ def passage_index(kb_version: str, root: Path | None = None):
 
 
 def _build_passage_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
+    return _build_bm25(PassageIndex, "passage-bm25", "passages", "passage_id", kb_version, root, threads,
+                       ["passage_id", "page_id", "title", "qid", "text"], "passage")
 
-    folder = layout.index_kind_dir(kb_version, "passage-bm25", root)
+
+def _build_bm25(index_cls: type[BM25Index], kind: str, table: str, key: str, kb_version: str, root: Path,
+                threads: int, columns: list[str], what: str,
+                docs: Callable[[Iterator[dict]], Iterable[dict]] | None = None) -> Path:
+    """Build the ``kind`` BM25 index of a KB version from ``table`` unless it is built; its folder.
+
+    The rows (``columns``, passed through ``docs`` when given) are streamed with a progress line; ``key`` is the
+    column checked unique first (:func:`keys_unique`), and the writer gets ``threads`` threads (:func:`_writer`).
+    """
+    folder = layout.index_kind_dir(kb_version, kind, root)
     if not index_is_built(folder):
-        rows = _iter_rows(kb_version, "passages", ["passage_id", "page_id", "title", "qid", "text"], root,
-                          desc=f"passage BM25 index of {kb_version}")
-        PassageIndex.build(folder, rows, **_writer(threads),
-                           keys_unique=keys_unique(kb_version, "passages", "passage_id", root, folder.parent))
+        rows = _iter_rows(kb_version, table, columns, root, desc=f"{what} BM25 index of {kb_version}")
+        index_cls.build(folder, docs(rows) if docs else rows, **_writer(threads),
+                        keys_unique=keys_unique(kb_version, table, key, root, folder.parent))
     return folder
 
 

@@ -130,26 +130,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args()
 
-    from flows.cli import setup_env
+    from tests.bench.bench_search import copies, sample_kb_entities
 
-    setup_env()
-    from storage import layout
-    from storage.catalog import latest_kb_version
-    from tasks.runs.execute import load_questions
+    kb, root, entities, mentions = sample_kb_entities()
+    mentions = mentions[:2000]
     from tasks.search.entity_index import EntityIndex
-    from tasks.search.kb_indexes import _iter_rows, _writer, entity_doc
+    from tasks.search.kb_indexes import _iter_rows, _writer
     from tasks.search.passages import PassageIndex
-    from tests.bench.bench_search import copies
 
-    kb = latest_kb_version()
-    if kb is None:
-        raise SystemExit("no KB: run `linkedqa kb build --sample` first")
-    root = layout.home()
-    cols = ["qid", "label", "description", "aliases", "enwiki_title", "sitelinks"]
-    entities = [d for d in map(entity_doc, _iter_rows(kb, "entities", cols, root)) if d["label"] or d["aliases"]]
     passages = list(_iter_rows(kb, "passages", ["passage_id", "page_id", "title", "qid", "text"], root))
-    questions, _, _ = load_questions("webqsp-el", "test")
-    mentions = [m["text"] for q in questions for m in (q["gold_mentions"] or []) if m.get("text")][:2000]
     openings = [" ".join(p["text"].split()[:10]) for p in passages[:: max(1, len(passages) // 2000)]][:2000]
 
     def passage_copies() -> Iterator[dict]:

@@ -211,16 +211,9 @@ def compare_rankings(rows: list[dict], queries: list[str], folder: Path, passes:
           f"tantivy now / before: {qps['tantivy, now'] / qps['tantivy, before']:.2f}")
 
 
-def main() -> None:
-    """Run the benchmark and print the figures."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scale", type=int, nargs="+", default=[10], help="synthetic sizes to compare with 1x")
-    ap.add_argument("--queries", type=int, default=20_000)
-    ap.add_argument("--passes", type=int, default=2)
-    ap.add_argument("--skip-scale", action="store_true", help="only the ranking comparison (recall, q/s per core)")
-    ap.add_argument("--skip-ranking", action="store_true", help="only the 1x / synthetic-scale figures")
-    a = ap.parse_args()
-
+def sample_kb_entities() -> tuple[str, Path, list[dict], list[str]]:
+    """(KB version, LINKEDQA_HOME, its searchable entity rows as the entity index reads them, WebQSP-EL test gold
+    mention texts), after the CLI's environment set-up; exits when there is no KB."""
     from flows.cli import setup_env
 
     setup_env()
@@ -236,7 +229,20 @@ def main() -> None:
     cols = ["qid", "label", "description", "aliases", "enwiki_title", "sitelinks"]
     rows = [d for d in map(entity_doc, _iter_rows(kb, "entities", cols, root)) if d["label"] or d["aliases"]]
     questions, _, _ = load_questions("webqsp-el", "test")
-    mentions = [m["text"] for q in questions for m in (q["gold_mentions"] or []) if m.get("text")]
+    return kb, root, rows, [m["text"] for q in questions for m in (q["gold_mentions"] or []) if m.get("text")]
+
+
+def main() -> None:
+    """Run the benchmark and print the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=int, nargs="+", default=[10], help="synthetic sizes to compare with 1x")
+    ap.add_argument("--queries", type=int, default=20_000)
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--skip-scale", action="store_true", help="only the ranking comparison (recall, q/s per core)")
+    ap.add_argument("--skip-ranking", action="store_true", help="only the 1x / synthetic-scale figures")
+    a = ap.parse_args()
+
+    kb, root, rows, mentions = sample_kb_entities()
     queries = (mentions * (a.queries // len(mentions) + 1))[: a.queries]
     print(f"entity search (BM25 labels+aliases, tantivy), KB {kb}: {len(rows):,} searchable entities; "
           f"{len(queries):,} queries ({len(set(mentions)):,} distinct gold mention texts), k=50")
