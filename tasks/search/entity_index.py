@@ -85,7 +85,7 @@ class EntityIndex(BM25Index):
     @classmethod
     def _documents(
         cls, rows: Iterable[dict[str, Any]], stats: dict[str, int], seen: set[str] | NoKeys
-    ) -> Iterator[tuple[tantivy.Document, dict[str, Any]]]:
+    ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         for row in rows:
             stats["rows_in"] += 1
             qid = (row.get("qid") or "").strip()
@@ -100,15 +100,16 @@ class EntityIndex(BM25Index):
             seen.add(qid)
             description = row.get("description") or None
             popularity = row.get("popularity", row.get("sitelinks"))
-            doc = tantivy.Document()
-            doc.add_text("qid", qid)
-            add_texts(doc, "label", [label])
-            add_texts(doc, "aliases", aliases)
+            doc: dict[str, Any] = {"qid": qid}
+            if label:
+                doc["label"] = label
+                add_texts(doc, "label_exact", (query_key(label), ))
+                add_texts(doc, "label_raw", (raw_key(label), ))
+            if aliases:  # non-empty already (clean_list)
+                doc["aliases"] = aliases
+                add_texts(doc, "alias_exact", dict.fromkeys(map(query_key, aliases)))
             if description:
-                doc.add_text("description", description)
-            add_texts(doc, "label_exact", [query_key(label)])
-            add_texts(doc, "label_raw", [raw_key(label)])
-            add_texts(doc, "alias_exact", dict.fromkeys(query_key(a) for a in aliases))
+                doc["description"] = description
             yield (
                 doc,
                 {

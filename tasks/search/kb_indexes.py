@@ -33,7 +33,7 @@ from storage.done import sweep_temps
 from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
 from storage.parquet_io import part_files
 from tasks.progress import progress
-from tasks.search.bm25 import BM25Index, is_built
+from tasks.search.bm25 import BM25Index, ParquetRows, is_built
 from tasks.search.entity_index import EntityIndex
 from tasks.search.passages import DenseHit, DenseIndex, PassageIndex, entity_texts
 from tasks.search.title_index import TitleIndex
@@ -121,10 +121,15 @@ def entity_index(kb_version: str, root: Path | None = None):
         return _OPEN[key]
 
 
+def entity_docs(rows: Iterable[dict]) -> Iterator[dict]:
+    """:func:`entity_doc` of each row that has a name (the entity-bm25 builder's row transform)."""
+    return (d for d in map(entity_doc, rows) if d["label"] or d["aliases"])
+
+
 def _build_entity_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
     return _build_bm25(EntityIndex, "entity-bm25", "entities", "qid", kb_version, root, threads,
                        ["qid", "label", "description", "aliases", "enwiki_title", "sitelinks"], "entity",
-                       lambda rows: (d for d in map(entity_doc, rows) if d["label"] or d["aliases"]))
+                       entity_docs)
 
 
 def title_index(kb_version: str, root: Path | None = None):
@@ -154,21 +159,24 @@ def passage_index(kb_version: str, root: Path | None = None):
 
 def _build_passage_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
     return _build_bm25(PassageIndex, "passage-bm25", "passages", "passage_id", kb_version, root, threads,
-                       ["passage_id", "page_id", "title", "qid", "text"], "passage")
+                       ["passage_id", "page_id", "title", "qid", "text"], "passage", processes_from=4)
 
 
 def _build_bm25(index_cls: type[BM25Index], kind: str, table: str, key: str, kb_version: str, root: Path,
                 threads: int, columns: list[str], what: str,
-                docs: Callable[[Iterator[dict]], Iterable[dict]] | None = None) -> Path:
+                docs: Callable[[Iterable[dict]], Iterable[dict]] | None = None, processes_from: int = 2) -> Path:
     """Build the ``kind`` BM25 index of a KB version from ``table`` unless it is built; its folder.
 
-    The rows (``columns``, passed through ``docs`` when given) are streamed with a progress line; ``key`` is the
-    column checked unique first (:func:`keys_unique`), and the writer gets ``threads`` threads (:func:`_writer`).
+    The rows (``columns``, passed through ``docs`` when given: a module-level function, which worker processes
+    import) are read by row group with a progress line; ``key`` is the column checked unique first
+    (:func:`keys_unique`); the writer gets ``threads`` threads, and from ``processes_from`` threads on as many
+    processes building documents (:func:`_writer`).
     """
     folder = layout.index_kind_dir(kb_version, kind, root)
     if not index_is_built(folder):
-        rows = _iter_rows(kb_version, table, columns, root, desc=f"{what} BM25 index of {kb_version}")
-        index_cls.build(folder, docs(rows) if docs else rows, **_writer(threads),
+        files = tuple(str(f) for f in part_files(layout.kb_table_dir(kb_version, table, root)))
+        rows = ParquetRows(files, tuple(columns), docs, desc=f"{what} BM25 index of {kb_version}")
+        index_cls.build(folder, rows, **_writer(threads, processes_from),
                         keys_unique=keys_unique(kb_version, table, key, root, folder.parent))
     return folder
 
@@ -286,19 +294,26 @@ def index_is_built(folder: Path) -> bool:
     return is_built(folder)
 
 
-def _writer(threads: int) -> dict[str, int]:
-    """The tantivy writer's settings for ``threads`` indexing threads (``kb index --workers``): 256 MB each.
+def _writer(threads: int, processes_from: int = 2) -> dict[str, int]:
+    """A BM25 build's settings for ``kb index --workers threads``: threads, heap and document processes.
 
-    More threads pay where tantivy's indexing, not the Python producer, is the slower side: passage-bm25
-    (1.50x at 2 threads on 2 cores; its producer bounds it at ~3.9x), not entity-bm25 (1.07x: its producer,
-    names normalised and documents built, takes as long as the indexing, a bound of ~1.3x).
-    ``tests/bench/bench_bm25_build.py`` measures both. Hits do not depend on the thread count
-    (``BM25Index.search_many`` orders tied scores by popularity, where the index has it, then row, whatever the
-    segments); the done marker records it.
+    tantivy gets ``threads`` indexing threads (256 MB each) and, from ``processes_from`` threads on, as many
+    processes turn rows into documents (``BM25Index.build``'s ``workers``).
+
+    Measured with ``tests/bench/bench_bm25_build.py`` (synthetic copies of the sample KB's rows, 2 cores): with
+    the documents built here, this process's Python producer (rows read, names normalised, documents built)
+    bounds entity-bm25 at ~1.2x whatever the threads; with 2 document processes it does only tantivy's
+    ``add_json`` (~3 s of CPU for 702k entities instead of ~21 s), 1.3-1.6x on 2 cores. passage-bm25 is the
+    other way round: its producer is light and tantivy's indexing heavy, so on 2 cores the worker processes
+    (their start-up and the transfer of the texts) only compete with tantivy's threads (0.84x of 2 threads
+    alone); by the CPU split they pay from ~4 cores on, hence ``processes_from=4`` for it (not measured here).
+    Hits do not depend on the thread or process count (same documents, same rows; ``BM25Index.search_many``
+    orders tied scores by popularity, where the index has it, then row, whatever the segments); the done
+    marker records both.
     """
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    return {"threads": threads, "heap_mb": 256 * threads}
+    return {"threads": threads, "heap_mb": 256 * threads, "workers": threads if threads >= processes_from else 1}
 
 
 _BUILDERS = {

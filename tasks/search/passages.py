@@ -116,7 +116,7 @@ class PassageIndex(BM25Index):
     @classmethod
     def _documents(
         cls, rows: Iterable[dict[str, Any]], stats: dict[str, int], seen: set[str] | NoKeys
-    ) -> Iterator[tuple[tantivy.Document, dict[str, Any]]]:
+    ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         for row in rows:
             stats["rows_in"] += 1
             pid = str(row.get("passage_id") or "").strip()
@@ -130,11 +130,9 @@ class PassageIndex(BM25Index):
             seen.add(pid)
             title = row.get("title") or None
             page_id = row.get("page_id")
-            doc = tantivy.Document()
-            doc.add_text("passage_id", pid)
+            doc: dict[str, Any] = {"passage_id": pid, "contents": f"{title}\n{text}" if title else text}
             if title:
-                doc.add_text("title", title)
-            doc.add_text("contents", f"{title}\n{text}" if title else text)
+                doc["title"] = title
             yield (
                 doc,
                 {

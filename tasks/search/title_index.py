@@ -70,7 +70,7 @@ class TitleIndex(BM25Index):
     @classmethod
     def _documents(
         cls, rows: Iterable[dict[str, Any]], stats: dict[str, int], seen: set[str] | NoKeys
-    ) -> Iterator[tuple[tantivy.Document, dict[str, Any]]]:
+    ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         for row in rows:
             stats["rows_in"] += 1
             title = (row.get("title") or "").strip()
@@ -87,15 +87,14 @@ class TitleIndex(BM25Index):
             lead = row.get("lead") if row.get("lead") is not None else row.get("description")
             redirects = [r for r in clean_list(row.get("redirects", row.get("aliases"))) if r != title]
             popularity = row.get("popularity", row.get("sitelinks"))
-            doc = tantivy.Document()
-            doc.add_text("title", title)
+            doc: dict[str, Any] = {"title": title}
             if qid:
-                doc.add_text("qid", qid)
+                doc["qid"] = qid
             if page_id is not None:
-                doc.add_integer("page_id", page_id)
+                doc["page_id"] = page_id
             add_texts(doc, "redirects", redirects)
             if lead:
-                doc.add_text("description", lead)
+                doc["description"] = lead
             key = query_key(title)
             add_texts(doc, "title_exact", [key])
             add_texts(doc, "title_raw", [raw_key(title)])

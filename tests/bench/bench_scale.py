@@ -92,13 +92,14 @@ SPEEDUP = {
                              "core: /16 of core-s (decoder threads x wall)"),
     "merge": (4.0, "DuckDB, all cores, memory_limit 2GB (spills): ASSUMED /4 for 2 -> 16 threads (50% eff.)"),
     "kb build": (None, "stage + merge as above"),
-    "index entity-bm25": (1.0, "tantivy writer, --workers indexing threads; bound by its Python producer "
-                          "(1.07x at 2 threads, bound ~1.3x, bench_bm25_build): no speed-up"),
-    "index title-bm25": (1.0, "tantivy writer, --workers indexing threads; producer-bound like entity-bm25: "
-                         "no speed-up"),
-    "index passage-bm25": (1.0, "tantivy writer with --workers indexing threads, measured here (1.50x of 1 thread "
-                           "at 2, bench_bm25_build; its Python producer bounds it at ~3.9x): no further speed-up "
-                           "assumed"),
+    "index entity-bm25": (3.0, "tantivy writer, --workers indexing threads and --workers processes building the "
+                          "documents (1.3-1.6x of one process at 2, bench_bm25_build); the main thread then only "
+                          "hands JSON to tantivy (~4.5 us/doc, ~1/5 of the 2-core wall): ASSUMED /3 for 2 -> 16"),
+    "index title-bm25": (3.0, "as entity-bm25 (titles normalised in --workers processes): ASSUMED /3"),
+    "index passage-bm25": (3.0, "tantivy writer, --workers indexing threads (1.3-1.5x of one at 2, "
+                           "bench_bm25_build), and from 4 workers on as many document processes (main thread "
+                           "~1.3 s against the 2-core wall's 7.7 s for 235k passages): ASSUMED /3 for 2 -> 16, "
+                           "unmeasured above 2 cores"),
     "index passage-dense": (8.0, "torch CPU encode on all cores: ASSUMED linear, /8 for 2 -> 16 cores"),
     "index entity-dense": (8.0, "torch CPU encode on all cores: ASSUMED linear, /8 for 2 -> 16 cores"),
     "index kg-duckdb": (4.0, "DuckDB: ASSUMED /4 (as merge)"),

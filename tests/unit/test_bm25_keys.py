@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
 from storage import layout
-from storage.parquet_io import write_table
-from tasks.search.bm25 import read_meta
+from storage.parquet_io import part_files, write_table
+from tasks.search.bm25 import DOCS, read_meta
 from tasks.search.entity_index import EntityIndex
-from tasks.search.kb_indexes import ensure_index, keys_unique
+from tasks.search.kb_indexes import _writer, ensure_index, keys_unique
 
 
 def test_sample_kb_keys_are_unique_and_the_entity_index_keeps_no_set(kb_home: str, tmp_path: Path) -> None:
@@ -57,20 +61,83 @@ def test_without_the_check_the_builder_remembers_keys(tmp_path: Path) -> None:
     assert idx.meta["dedupe"] == "set of seen keys"
 
 
+def _other_home(kb_version: str, tmp_path: Path) -> Path:
+    """A second LINKEDQA_HOME that sees the same KB tables (and none of the first one's indexes)."""
+    other = tmp_path / "home"
+    (other / "kb").mkdir(parents=True)
+    (other / "kb" / kb_version).symlink_to(layout.home() / "kb" / kb_version)
+    return other
+
+
+def _docs_table(folder: str) -> pa.Table:
+    return pa.ipc.open_file(pa.memory_map(str(Path(folder) / DOCS), "r")).read_all()
+
+
 def test_kb_index_workers_are_tantivy_threads_and_change_no_hit(kb_home: str, tmp_path: Path) -> None:
-    """``kb index --workers 3`` (``build_kb_index``) builds passage-bm25 with 3 indexing threads; same hits as 1."""
+    """``kb index --workers 4`` (``build_kb_index``) builds passage-bm25 with 4 indexing threads and 4 document
+    processes (passages get processes from 4 on); same documents, rows and hits as 1."""
     from tasks.index_tasks import build_kb_index
     from tasks.search.passages import PassageIndex
 
-    root = layout.home()
-    other = tmp_path / "home"  # a second LINKEDQA_HOME that sees the same KB tables
-    (other / "kb").mkdir(parents=True)
-    (other / "kb" / kb_home).symlink_to(root / "kb" / kb_home)
-    one = PassageIndex.open(ensure_index(kb_home, "passage-bm25", root)["folder"])
-    res = build_kb_index(kb_home, "passage-bm25", other, workers=3)
-    three = PassageIndex.open(res["folder"])
-    assert res["built"] and three.meta["threads"] == 3 and three.meta["segments"] > 1
-    assert len(three) == len(one) > 10_000
+    one = PassageIndex.open(ensure_index(kb_home, "passage-bm25", layout.home())["folder"])
+    res = build_kb_index(kb_home, "passage-bm25", _other_home(kb_home, tmp_path), workers=4)
+    many = PassageIndex.open(res["folder"])
+    assert res["built"] and many.meta["threads"] == 4 and many.meta["segments"] > 1
+    assert many.meta["workers"] == 4 and one.meta["workers"] == 1
+    assert _writer(3, processes_from=4)["workers"] == 1 and _writer(3)["workers"] == 3
+    assert len(many) == len(one) > 10_000 and many.meta["stats"] == one.meta["stats"]
+    assert _docs_table(res["folder"]).equals(_docs_table(one.folder))
     texts = [h.text for h in one.search_many(["Barack Obama", "river in France"], 50)[0]]
     queries = [" ".join(t.split()[:8]) for t in texts] + ["the", "Barack Obama", "capital of Utah"]
-    assert one.search_many(queries, 10) == three.search_many(queries, 10)
+    assert one.search_many(queries, 10) == many.search_many(queries, 10)
+
+
+def test_entity_documents_built_by_processes_keep_the_rows_of_one_process(kb_home: str, tmp_path: Path) -> None:
+    """entity-bm25 from several row groups, each turned into documents by another process: the documents come
+    back in input order (same docs.arrow rows, same counters) and every hit is the one-process index's."""
+    from tasks.index_tasks import build_kb_index
+    from tasks.search.kb_indexes import _iter_rows, entity_doc
+
+    root = layout.home()
+    files = part_files(layout.kb_table_dir(kb_home, "entities", root))
+    assert sum(pq.ParquetFile(f).metadata.num_row_groups for f in files) >= 3  # so the order is at stake
+    one = EntityIndex.open(ensure_index(kb_home, "entity-bm25", root)["folder"])
+    res = build_kb_index(kb_home, "entity-bm25", _other_home(kb_home, tmp_path), workers=2)
+    two = EntityIndex.open(res["folder"])
+    assert two.meta["workers"] == 2 and two.meta["stats"] == one.meta["stats"]
+    assert _docs_table(res["folder"]).equals(_docs_table(one.folder))
+    rows = [entity_doc(r) for r in _iter_rows(kb_home, "entities", ["qid", "label", "aliases", "enwiki_title"],
+                                              root)]
+    names = [r["label"] or r["aliases"][0] for r in rows if r["label"] or r["aliases"]][::97]
+    assert len(names) > 1_000
+    assert one.search_many(names, 10) == two.search_many(names, 10)
+
+
+def _fail_on(rows: list[dict], qid: str) -> list[dict]:
+    """A row transform that fails on the row group holding ``qid`` (run in a worker process)."""
+    if any(r["qid"] == qid for r in rows):
+        raise RuntimeError(f"row group with {qid} refused")
+    return rows
+
+
+def test_a_failed_row_group_fails_the_build_and_leaves_no_worker_or_folder(kb_home: str, tmp_path: Path) -> None:
+    """A worker's error reaches the caller; the pool is gone and no (temporary) index folder is left."""
+    import functools
+
+    import psutil
+
+    from tasks.search.bm25 import ParquetRows
+
+    rows = pq.read_table(part_files(layout.kb_table_dir(kb_home, "entities", layout.home()))[0],
+                         columns=["qid", "label", "aliases"]).slice(0, 600).to_pylist()
+    part = tmp_path / "entities.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), part, row_group_size=100)  # 6 row groups of real rows
+    source = ParquetRows((str(part),), ("qid", "label", "aliases"), functools.partial(_fail_on, qid=rows[350]["qid"]))
+    folder = tmp_path / "index"
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(RuntimeError, match="refused"):
+        EntityIndex.build(folder, source, workers=2, keys_unique=True)
+    assert not folder.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["entities.parquet"]
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+    assert len(EntityIndex.build(folder, ParquetRows((str(part),), ("qid", "label", "aliases")), workers=2,
+                                 keys_unique=True)) == sum(1 for r in rows if r["label"] or r["aliases"])
