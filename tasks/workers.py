@@ -17,6 +17,7 @@ The parent *process* is what matters, so each worker watches its parent pid inst
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
@@ -53,15 +54,20 @@ def exit_with_parent(parent_pid: int | None = None, poll_s: float = POLL_S) -> N
     _WATCHING = True
 
 
-def pool_initializer(progress_mode: str | None = None, parent_pid: int | None = None) -> None:
+def pool_initializer(progress_mode: str | None = None, parent_pid: int | None = None,
+                     ignore_sigint: bool = False) -> None:
     """A pool's ``initializer``: :func:`exit_with_parent`, then the progress set-up.
 
     Args:
         progress_mode: The parent's :func:`tasks.progress.resolve_mode`; given, ``tasks.progress.worker_init``
             runs with it.
         parent_pid: The parent's ``os.getpid()`` (see :func:`exit_with_parent`).
+        ignore_sigint: Ignore Ctrl-C (the terminal sends it to the whole process group): the parent handles it
+            and stops the pool, instead of every worker printing a ``KeyboardInterrupt`` traceback.
     """
     exit_with_parent(parent_pid)
+    if ignore_sigint:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     if progress_mode is not None:
         worker_init(progress_mode)
 

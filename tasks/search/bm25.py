@@ -27,6 +27,7 @@ Subclasses (``EntityIndex``, ``TitleIndex``, ``PassageIndex``) declare fields an
 from __future__ import annotations
 
 import collections
+import concurrent.futures as cf
 import contextlib
 import functools
 import gc
@@ -51,7 +52,7 @@ import tantivy
 from storage.done import DONE, is_done, mark_done, read_done, sweep_temps
 from storage.manifest import now_iso
 from tasks.progress import phase, progress
-from tasks.workers import exit_with_parent
+from tasks.workers import pool_initializer
 
 #: The done-marker of an index folder (``storage.done.DONE``), and the name it had before the convention.
 META = DONE
@@ -286,8 +287,9 @@ class BM25Index:
     ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         """Yield ``(the document's fields without the row field, docs.arrow row)`` per kept input row.
 
-        The fields map a schema field to its value or list of values (:func:`add_texts`); they reach tantivy as
-        JSON (``IndexWriter.add_json``), so they can be built in another process. ``seen`` holds the keys
+        The fields map a schema field to its value or list of values (:func:`add_texts`): plain data, so they can
+        be built in another process and reach tantivy as JSON (``IndexWriter.add_json``), or here through
+        ``Document.from_dict`` (same documents; the tests compare both builds). ``seen`` holds the keys
         already indexed (a later row with one is skipped), or is a :class:`NoKeys` when the caller knows the
         keys are unique.
         """
@@ -306,6 +308,8 @@ class BM25Index:
         docs: list[str] = []
         payloads: list[dict[str, Any]] = []
         for fields, payload in cls._documents(rows, stats, seen):
+            if not fields or "row" in fields:  # the row is numbered by the writing process: '{"row":N,' + ...
+                raise SearchIndexError(f"{cls.KIND}: a document needs fields, and no 'row' field: {fields!r}")
             docs.append(dumps(fields))
             payloads.append(payload)
             if len(docs) >= _BATCH_ROWS:
@@ -360,20 +364,20 @@ class BM25Index:
         return list(cls._encoded(source.read(unit), stats, NoKeys())), stats
 
     @classmethod
-    def _encoded_in_processes(cls, source: ParquetRows, workers: int,
+    def _encoded_in_processes(cls, source: ParquetRows, units: list[tuple[str, int, int]], workers: int,
                               stats: dict[str, int]) -> Iterator[tuple[list[str], pa.RecordBatch]]:
-        """:meth:`_encoded` of ``source``'s row groups by ``workers`` processes, in input order.
+        """:meth:`_encoded` of ``source``'s row groups (``units``) by ``workers`` processes, in input order.
 
         At most ``workers + 1`` row groups are in flight, so memory stays bounded when the writer is the slower
         side (a row group's documents and docs.arrow rows: ~40 MB for 122,880 entities, ~170 MB for as many
-        passages). The workers are spawned (this process may hold tantivy's and DuckDB's threads) and end within
-        about a second of this process's death; a failed row group, or the caller leaving early (an error,
-        Ctrl-C), terminates them.
+        passages). The workers are spawned (this process may hold tantivy's and DuckDB's threads), ignore
+        Ctrl-C (this process handles it) and end within about a second of this process's death. A worker's
+        error is raised here, a worker that dies (OOM killer, ``kill -9``) raises ``BrokenProcessPool``; then,
+        or when the caller leaves early, the queued row groups are cancelled and the running ones finish first.
         """
-        units = source.units()
         total = sum(n for _, _, n in units)
-        pool = multiprocessing.get_context("spawn").Pool(workers, initializer=exit_with_parent,
-                                                         initargs=(os.getpid(),))
+        pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                      initializer=pool_initializer, initargs=(None, os.getpid(), True))
         try:
             with progress(source.desc or f"{cls.KIND} documents", total=total, unit="row") as bar:
                 pending: collections.deque = collections.deque()
@@ -383,19 +387,19 @@ class BM25Index:
                         unit = next(todo, None)
                         if unit is None:
                             break
-                        pending.append((unit[2], pool.apply_async(cls._encode_unit, (source, unit[:2]))))
+                        pending.append((unit[2], pool.submit(cls._encode_unit, source, unit[:2])))
                     if not pending:
                         break
-                    n, result = pending.popleft()
-                    chunks, part = result.get()  # re-raises a worker's exception here
+                    n, future = pending.popleft()
+                    chunks, part = future.result()  # re-raises a worker's exception here
+                    del future  # so that at most workers + 1 row groups are held, this one included
                     for key, value in part.items():
                         stats[key] += value
                     yield from chunks
+                    del chunks
                     bar.update(n)
-            pool.close()
         finally:
-            pool.terminate()
-            pool.join()
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _make_hits(self, columns: dict[str, list[Any]], scores: list[float]) -> list[Any]:
         """Build hit objects column-wise from ``docs.arrow`` columns (taken in hit order) and scores."""
@@ -421,10 +425,11 @@ class BM25Index:
             rows: Input rows (streamed once), or :class:`ParquetRows`.
             heap_mb: Indexing memory budget of tantivy's writer, in MB (at least 15 MB per thread).
             threads: Indexing threads (1 keeps one segment on small inputs; more helps on large ones).
-            workers: Processes turning rows into documents, when ``rows`` is :class:`ParquetRows` and
-                ``keys_unique`` (each reads its own row groups); this process then only hands the documents to
-                tantivy (``add_json``). Otherwise, or with 1, this process does it all. The index is the same
-                either way: same documents, same rows, same order.
+            workers: Processes turning rows into documents, when ``rows`` is :class:`ParquetRows` with at least
+                :data:`MIN_UNITS_PER_WORKER` row groups per worker and ``keys_unique`` (each worker reads its own
+                row groups); this process then only hands the documents to tantivy (``add_json``). Otherwise,
+                or with 1, this process does it all (the done marker's ``workers`` says which). The index is
+                the same either way: same documents, same rows, same order.
             extra_meta: More keys for the done-marker (e.g. the KB version and input hashes).
             keys_unique: The caller checked that no two rows share a key (the KB's builders do, with DuckDB):
                 then no set of seen keys is kept, whose memory grows with the input (~10 GB for 115 M QIDs).
@@ -446,10 +451,12 @@ class BM25Index:
             index = tantivy.Index(cls._tantivy_schema(), path=str(_mkdir(tmp / TANTIVY_DIR)))
             register_analyzers(index)
             writer = index.writer(max(heap_mb, 15 * threads) * 1_000_000, threads)
-            parallel = workers > 1 and keys_unique and isinstance(rows, ParquetRows)
+            units = rows.units() if isinstance(rows, ParquetRows) else []
+            parallel = workers > 1 and keys_unique and len(units) >= MIN_UNITS_PER_WORKER * workers
             with pa.OSFile(str(tmp / DOCS), "wb") as sink, pa.ipc.new_file(sink, cls.DOCS_SCHEMA) as out:
                 if parallel:
-                    cls._add_encoded(writer, out, cls._encoded_in_processes(rows, workers, stats), stats)
+                    chunks = cls._encoded_in_processes(rows, units, workers, stats)
+                    cls._add_encoded(writer, out, chunks, stats)
                 else:
                     cls._add_rows(writer, out, index.schema, rows, stats, NoKeys() if keys_unique else set())
             with phase(f"{cls.KIND}: commit + merge segments -> {folder.name}"):
@@ -636,6 +643,10 @@ def add_texts(fields: dict[str, Any], field: str, values: Iterable[str | None]) 
             fields[field] = kept
 
 
+#: Row groups per worker process below which a build turns rows into documents itself: a spawned worker costs
+#: ~2 s of start-up (imports) and a row group of 122,880 entities ~3 s of producer CPU, so with fewer row groups
+#: the processes do not pay (a 100k-entity KB has one row group: ``bench_scale`` at 100k went 10.6 -> 17.6 s).
+MIN_UNITS_PER_WORKER = 2
 #: The counters of a build (its done marker's ``stats``).
 _STATS = ("rows_in", "docs", "duplicates_skipped", "rows_skipped")
 

@@ -26,7 +26,7 @@ The hits of 2,000 queries (WebQSP-EL test gold mentions for entities, passage op
 compared across set-ups: they must be identical (same documents in the same rows; ``BM25Index.search_many``
 orders ties by popularity, then row).
 
-Run: ``.venv/bin/python -m tests.bench.bench_bm25_build [--threads 2] [--entity-scale 5] [--passage-scale 20]``
+Run: ``.venv/bin/python -m tests.bench.bench_bm25_build [--threads 2] [--entity-scale 5] [--passage-scale 40]``
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ def build_once(make: Callable[[Path, int, int], object], folder: Path, threads: 
         index = make(folder, threads, workers)
         wall = time.perf_counter() - t0
     producer, indexers = cpu.split()
-    return {"wall": wall, "docs": len(index), "segments": index.meta["segments"], "producer": producer,
+    return {"wall": wall, "docs": len(index), "segments": index.meta["segments"], "procs": index.meta["workers"],
+            "producer": producer,
             "indexers": indexers, "workers_cpu": children_cpu() - children0, "index": index}
 
 
@@ -127,6 +128,9 @@ def compare(name: str, make: Callable[[Path, int, int], object], queries: list[s
     for r in range(rounds):
         for n, w in todo:
             res = build_once(make, tmp / f"{name}-{n}-{w}", n, w)
+            if res["procs"] != w:  # too few row groups (bm25.MIN_UNITS_PER_WORKER): this is not the set-up asked
+                raise SystemExit(f"{name}: {w} processes asked, {res['procs']} used: raise the scale or lower "
+                                 "--group-rows")
             print(f"  {name:12} round {r + 1}  {n:>2} thr {w:>2} proc: wall {res['wall']:6.1f} s  "
                   f"{res['docs'] / res['wall']:9,.0f} docs/s  {res['segments']:>2} segment(s)  CPU: main "
                   f"{res['producer']:5.1f} s, tantivy {res['indexers']:5.1f} s, workers "
@@ -181,7 +185,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[2],
                     help="N: thread and process counts compared with 1 thread, 1 process")
     ap.add_argument("--entity-scale", type=int, default=5)
-    ap.add_argument("--passage-scale", type=int, default=20)
+    ap.add_argument("--passage-scale", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--group-rows", type=int, default=122_880,
                     help="rows per Parquet row group, the unit a worker process takes (default DuckDB's, the KB's)")

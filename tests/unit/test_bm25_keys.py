@@ -6,6 +6,9 @@ groups the keys in DuckDB under a memory limit instead, and a table with a dupli
 
 from __future__ import annotations
 
+import os
+import signal
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pyarrow as pa
@@ -74,8 +77,8 @@ def _docs_table(folder: str) -> pa.Table:
 
 
 def test_kb_index_workers_are_tantivy_threads_and_change_no_hit(kb_home: str, tmp_path: Path) -> None:
-    """``kb index --workers 4`` (``build_kb_index``) builds passage-bm25 with 4 indexing threads and 4 document
-    processes (passages get processes from 4 on); same documents, rows and hits as 1."""
+    """``kb index --workers 4`` (``build_kb_index``) builds passage-bm25 with 4 indexing threads; same documents,
+    rows and hits as 1. The sample's passages are one row group, too few for worker processes (built here)."""
     from tasks.index_tasks import build_kb_index
     from tasks.search.passages import PassageIndex
 
@@ -83,7 +86,7 @@ def test_kb_index_workers_are_tantivy_threads_and_change_no_hit(kb_home: str, tm
     res = build_kb_index(kb_home, "passage-bm25", _other_home(kb_home, tmp_path), workers=4)
     many = PassageIndex.open(res["folder"])
     assert res["built"] and many.meta["threads"] == 4 and many.meta["segments"] > 1
-    assert many.meta["workers"] == 4 and one.meta["workers"] == 1
+    assert many.meta["workers"] == 1 == one.meta["workers"]  # 1 row group < MIN_UNITS_PER_WORKER x 4
     assert _writer(3, processes_from=4)["workers"] == 1 and _writer(3)["workers"] == 3
     assert len(many) == len(one) > 10_000 and many.meta["stats"] == one.meta["stats"]
     assert _docs_table(res["folder"]).equals(_docs_table(one.folder))
@@ -92,25 +95,38 @@ def test_kb_index_workers_are_tantivy_threads_and_change_no_hit(kb_home: str, tm
     assert one.search_many(queries, 10) == many.search_many(queries, 10)
 
 
-def test_entity_documents_built_by_processes_keep_the_rows_of_one_process(kb_home: str, tmp_path: Path) -> None:
-    """entity-bm25 from several row groups, each turned into documents by another process: the documents come
-    back in input order (same docs.arrow rows, same counters) and every hit is the one-process index's."""
-    from tasks.index_tasks import build_kb_index
-    from tasks.search.kb_indexes import _iter_rows, entity_doc
+_KINDS = {  # index class, KB table, columns, row transform, rows per regrouped row group, query column
+    "entity-bm25": ("EntityIndex", "entities", ("qid", "label", "description", "aliases", "enwiki_title",
+                                                "sitelinks"), "entity_docs", 20_000, "label"),
+    "title-bm25": ("TitleIndex", "articles", ("page_id", "title", "qid", "lead"), None, 50, "title"),
+    "passage-bm25": ("PassageIndex", "passages", ("passage_id", "page_id", "title", "qid", "text"), None, 2_000,
+                     "text"),
+}
 
-    root = layout.home()
-    files = part_files(layout.kb_table_dir(kb_home, "entities", root))
-    assert sum(pq.ParquetFile(f).metadata.num_row_groups for f in files) >= 3  # so the order is at stake
-    one = EntityIndex.open(ensure_index(kb_home, "entity-bm25", root)["folder"])
-    res = build_kb_index(kb_home, "entity-bm25", _other_home(kb_home, tmp_path), workers=2)
-    two = EntityIndex.open(res["folder"])
-    assert two.meta["workers"] == 2 and two.meta["stats"] == one.meta["stats"]
-    assert _docs_table(res["folder"]).equals(_docs_table(one.folder))
-    rows = [entity_doc(r) for r in _iter_rows(kb_home, "entities", ["qid", "label", "aliases", "enwiki_title"],
-                                              root)]
-    names = [r["label"] or r["aliases"][0] for r in rows if r["label"] or r["aliases"]][::97]
-    assert len(names) > 1_000
-    assert one.search_many(names, 10) == two.search_many(names, 10)
+
+@pytest.mark.parametrize("kind", list(_KINDS))
+def test_documents_built_by_processes_are_those_of_one_process(kb_home: str, tmp_path: Path, kind: str) -> None:
+    """A KB table's real rows in >= 5 row groups, turned into documents by 2 worker processes: the documents
+    come back in input order (same docs.arrow rows, same counters) and every hit is the one-process index's.
+    title-bm25 has an integer field (page_id), entity-bm25 a row transform run in the workers."""
+    from tasks.search import entity_index, kb_indexes, passages, title_index
+    from tasks.search.bm25 import MIN_UNITS_PER_WORKER, ParquetRows
+
+    cls_name, table, cols, transform, group_rows, query_col = _KINDS[kind]
+    cls = next(getattr(m, cls_name) for m in (entity_index, passages, title_index) if hasattr(m, cls_name))
+    rows = pq.read_table(part_files(layout.kb_table_dir(kb_home, table, layout.home())), columns=list(cols))
+    part = tmp_path / f"{table}.parquet"
+    pq.write_table(rows, part, row_group_size=group_rows)
+    source = ParquetRows((str(part),), cols, getattr(kb_indexes, transform) if transform else None)
+    assert len(source.units()) >= max(5, MIN_UNITS_PER_WORKER * 2)  # so the order is at stake
+    one = cls.build(tmp_path / "one", source, keys_unique=True)
+    two = cls.build(tmp_path / "two", source, workers=2, keys_unique=True)
+    assert (one.meta["workers"], two.meta["workers"]) == (1, 2)
+    assert two.meta["stats"] == one.meta["stats"] and len(one) > 200
+    docs = _docs_table(str(one.folder))
+    assert _docs_table(str(two.folder)).equals(docs)
+    queries = [" ".join((t or "").split()[:8]) for t in docs.column(query_col).to_pylist()[::max(1, len(docs) // 1500)]]
+    assert one.search_many(queries, 10) == two.search_many(queries, 10)
 
 
 def _fail_on(rows: list[dict], qid: str) -> list[dict]:
@@ -120,9 +136,20 @@ def _fail_on(rows: list[dict], qid: str) -> list[dict]:
     return rows
 
 
-def test_a_failed_row_group_fails_the_build_and_leaves_no_worker_or_folder(kb_home: str, tmp_path: Path) -> None:
-    """A worker's error reaches the caller; the pool is gone and no (temporary) index folder is left."""
+def _die_on(rows: list[dict], qid: str) -> list[dict]:
+    """A row transform whose worker process is killed (as by the OOM killer) on the row group holding ``qid``."""
+    if any(r["qid"] == qid for r in rows):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return rows
+
+
+@pytest.mark.parametrize("transform, error", [(_fail_on, "refused"), (_die_on, "terminated abruptly")])
+def test_a_failed_row_group_fails_the_build_and_leaves_no_worker_or_folder(kb_home: str, tmp_path: Path,
+                                                                           transform, error: str) -> None:
+    """A worker's error, or its death, reaches the caller (no hang); the pool is gone and no (temporary) index
+    folder is left; the same rows then build with 2 processes."""
     import functools
+    import multiprocessing.resource_tracker
 
     import psutil
 
@@ -132,12 +159,15 @@ def test_a_failed_row_group_fails_the_build_and_leaves_no_worker_or_folder(kb_ho
                          columns=["qid", "label", "aliases"]).slice(0, 600).to_pylist()
     part = tmp_path / "entities.parquet"
     pq.write_table(pa.Table.from_pylist(rows), part, row_group_size=100)  # 6 row groups of real rows
-    source = ParquetRows((str(part),), ("qid", "label", "aliases"), functools.partial(_fail_on, qid=rows[350]["qid"]))
+    cols = ("qid", "label", "aliases")
+    source = ParquetRows((str(part),), cols, functools.partial(transform, qid=rows[350]["qid"]))
     folder = tmp_path / "index"
+    multiprocessing.resource_tracker.ensure_running()  # a child of the first spawn pool, which stays
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with pytest.raises(RuntimeError, match="refused"):
+    with pytest.raises(Exception, match=error) as exc:
         EntityIndex.build(folder, source, workers=2, keys_unique=True)
+    assert exc.type is BrokenProcessPool or type(exc.value.__cause__).__name__ == "_RemoteTraceback"  # a worker's
     assert not folder.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["entities.parquet"]
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
-    assert len(EntityIndex.build(folder, ParquetRows((str(part),), ("qid", "label", "aliases")), workers=2,
-                                 keys_unique=True)) == sum(1 for r in rows if r["label"] or r["aliases"])
+    idx = EntityIndex.build(folder, ParquetRows((str(part),), cols), workers=2, keys_unique=True)
+    assert idx.meta["workers"] == 2 and len(idx) == sum(1 for r in rows if r["label"] or r["aliases"])
