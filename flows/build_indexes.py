@@ -21,7 +21,8 @@ def build_indexes(kb: str | None = None, kinds: list[str] | None = None, workers
         kb: KB name or version (default: the newest).
         kinds: ``INDEX_KINDS`` keys, built in the given order.
         workers: kg-oxigraph's N-Triples parts, written and bulk-loaded in parallel (``tasks.kg.oxigraph_store``),
-            and tantivy's indexing threads for the ``*-bm25`` kinds (``tasks.search.kb_indexes.ensure_index``).
+            and tantivy's indexing threads plus the processes building documents for the ``*-bm25`` kinds
+            (``tasks.search.kb_indexes.ensure_index``).
 
     Returns:
         One ``{"kind", "folder", "built", "seconds"}`` per kind.

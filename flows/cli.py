@@ -499,7 +499,8 @@ def build_parser() -> argparse.ArgumentParser:
     ki.add_argument("--workers", type=_positive(int), default=1,
                     help="kg-oxigraph: N processes write N-Triples parts, N threads bulk-load them at once "
                          "(~2 GB of memory per load); *-bm25: N tantivy indexing threads (256 MB each) and N "
-                         "processes building the documents (passage-bm25: from N = 4 on)")
+                         "processes building the documents (passage-bm25 from N = 4 on; tables of at least 2N "
+                         "row groups with unique keys)")
     ki.set_defaults(fn=cmd_kb_index)
     kl = kb.add_parser("list", help="published KB versions")
     kl.set_defaults(fn=cmd_kb_list)

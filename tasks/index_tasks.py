@@ -27,8 +27,8 @@ _LEGACY_MARKERS = ("meta.json", "_done")
 def build_kb_index(kb_version: str, kind: str, root: Path, workers: int = 1) -> dict:
     """Build one index kind of a KB version unless it is built.
 
-    ``workers``: kg-oxigraph's N-Triples parts and loading threads, and tantivy's indexing threads for the
-    ``*-bm25`` kinds; the other kinds ignore it.
+    ``workers``: kg-oxigraph's N-Triples parts and loading threads, and tantivy's indexing threads and the
+    processes building documents for the ``*-bm25`` kinds (``kb_indexes._writer``); the other kinds ignore it.
 
     Returns:
         ``{"kind", "folder", "built": bool (False: it already existed), "seconds"}``.

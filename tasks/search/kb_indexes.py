@@ -336,8 +336,8 @@ def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: 
         kb_version: Published KB version.
         kind: One of :data:`SEARCH_KINDS`.
         root: ``LINKEDQA_HOME``.
-        threads: tantivy's indexing threads for the ``*-bm25`` kinds (:func:`_writer`); the dense kinds
-            encode on every core torch may use whatever it is.
+        threads: tantivy's indexing threads and processes building documents for the ``*-bm25`` kinds
+            (:func:`_writer`); the dense kinds encode on every core torch may use whatever it is.
 
     Returns:
         ``{"kind", "folder", "built": bool (False: it already existed), "seconds"}``.
