@@ -19,27 +19,19 @@ import traceback
 import warnings
 from pathlib import Path
 
-from flows.demo_summary import print_demo_summary
-from flows.notebook_report import _ANSI, execute_notebooks
 from flows.prefect_server import bind_ephemeral_server, spawn_ephemeral_server
-from flows.report_views import print_report
 from flows.signals import exit_after_interrupt, stop_on_signals
 from storage import layout
 from storage.catalog import complete_dataset_versions, complete_kb_versions, connect, refresh_catalog
 from storage.layout import LayoutError
 from storage.parquet_io import read_table
-from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
-from tasks.dumps.base import DumpError
-from tasks.fetch.http import ChecksumMismatch, FetchError
-from tasks.fetch.sources import DumpNotFound
 from tasks.kb.plan import ALL_LANGUAGES, DEFAULT_LANGUAGES, parse_languages
 from tasks.llm.env import configure_runtime_env
-from tasks.llm.models import prepare_embedded_model
-from tasks.methods.base import UnknownSetting
-from tasks.methods.registry import UnknownMethod, get_method
-from tasks.runs.backends import close_backends
-from tasks.runs.config import RunConfig
-from tasks.runs.execute import compare_run_metrics
+
+# The method registry, the run machinery, the report and notebook code and the fetchers are imported by the
+# commands that use them, not here: this module is imported by every command (~0.9 s less for `kb build` or
+# `kb list`) and by every spawned worker process of a command (multiprocessing imports the parent's __main__
+# in each: a `kb build` shard worker, an export or BM25 document worker).
 
 EXIT_USAGE, EXIT_DATA, EXIT_MISSING, EXIT_OTHER, EXIT_NO_SPACE = 2, 3, 4, 1, 5
 # The demo's ELA run: sized so that `make demo` (cold warehouse, model conversion included) stays within 8 min
@@ -223,6 +215,8 @@ def cmd_kb_download(a: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- data
 def cmd_data_list(a: argparse.Namespace) -> int:
     """``linkedqa data list``: known datasets and what is stored."""
+    from tasks.datasets.registry import known_datasets
+
     stored = {d: m for d, _, m in complete_dataset_versions()}
     for name, desc in known_datasets().items():
         m = stored.pop(name, None)
@@ -281,6 +275,8 @@ def cmd_data_fetch(a: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- models
 def cmd_models_prepare(a: argparse.Namespace) -> int:
     """``linkedqa models prepare``: assemble + convert the embedded model (idempotent)."""
+    from tasks.llm.models import prepare_embedded_model
+
     t0 = time.perf_counter()
     path = prepare_embedded_model(force=a.force)
     print(f"embedded model ready at {path} ({time.perf_counter() - t0:.1f}s)")
@@ -290,6 +286,8 @@ def cmd_models_prepare(a: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- run / eval / report
 def run_config_from_args(a: argparse.Namespace):
     """Build a RunConfig from ``linkedqa run`` arguments."""
+    from tasks.runs.config import RunConfig
+
     return RunConfig(method=a.method, dataset=a.dataset, split=a.split, limit=a.limit, shards=a.shards,
                      backend=a.backend, model=a.model, kb=a.kb, settings=_parse_sets(a.set),
                      max_model_len=a.max_model_len, base_url=a.base_url, cache=not a.no_cache,
@@ -299,6 +297,9 @@ def run_config_from_args(a: argparse.Namespace):
 
 def validate_run(cfg) -> None:
     """Fail fast (before starting Prefect or an engine) on an unknown method, setting or dataset."""
+    from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
+    from tasks.methods.registry import get_method
+
     method_cls = get_method(cfg.method)
     method_cls.parse_settings(cfg.settings)
     layout.safe_name(cfg.dataset, "dataset name")
@@ -311,6 +312,7 @@ def validate_run(cfg) -> None:
 def execute_run(a: argparse.Namespace) -> str:
     """Validate, run and print the metrics of ``linkedqa run`` arguments; returns the run id."""
     from flows.run_method import run_method_on  # heavy: pulls prefect
+    from tasks.runs.backends import close_backends
 
     cfg = run_config_from_args(a)
     validate_run(cfg)
@@ -363,6 +365,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
         _start_prefect()
         reports = evaluate_run(run_ids=[a.run_id] if a.run_id else None, all_runs=a.all, write=a.write)
     else:
+        from tasks.runs.execute import compare_run_metrics
 
         reports = [{**compare_run_metrics(layout.safe_name(a.run_id, "run id")), "written": False}]
     bad = 0
@@ -391,6 +394,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     """``linkedqa report``: metrics across runs from the catalog."""
     if a.notebooks:
+        from flows.notebook_report import _ANSI, execute_notebooks
 
         failed = 0
         for name, res in execute_notebooks().items():
@@ -409,6 +413,8 @@ def cmd_report(a: argparse.Namespace) -> int:
         for m, v, n in rows:
             print(f"{m:<24} {_num(v):>12} (n={n})")
         return 0
+
+    from flows.report_views import print_report
 
     print_report(con, a.views or None)
     return 0
@@ -440,6 +446,8 @@ def cmd_demo(a: argparse.Namespace) -> int:
     Each step is a ``linkedqa`` command line run through :func:`build_parser`, so the demo can never drift from
     the commands it shows (the steps are printed as the commands to re-run them).
     """
+    from flows.demo_summary import print_demo_summary
+
     t0 = time.perf_counter()
     parser = build_parser()
     steps = demo_steps(a)
@@ -614,20 +622,36 @@ def _no_space_message(exc: OSError) -> str:
     return f"no space left under LINKEDQA_HOME={home} ({free}){where}: {exc.strerror or exc}"
 
 
+def _loaded(*names: str) -> tuple[type, ...]:
+    """The classes ``module:Class`` among ``names`` whose defining module is imported.
+
+    The modules that define the errors :func:`_error_kind` knows are imported by the commands that can raise
+    them, not by this module (its start-up); an exception of a class whose module was never imported cannot
+    have been raised, so checking only the loaded ones loses nothing.
+    """
+    out = []
+    for name in names:
+        module, _, cls = name.partition(":")
+        if module in sys.modules:
+            out.append(getattr(sys.modules[module], cls))
+    return tuple(out)
+
+
 def _error_kind(exc: BaseException) -> tuple[int, str]:
 
     if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
         return EXIT_NO_SPACE, ("free space there (or point LINKEDQA_HOME at a larger disk) and re-run the same "
                                "command: finished shards are kept, nothing partial was published")
-    if isinstance(exc, DumpNotFound):
+    if isinstance(exc, _loaded("tasks.fetch.sources:DumpNotFound")):
         return EXIT_MISSING, "pick a date listed at https://dumps.wikimedia.org/ (or use latest)"
-    if isinstance(exc, ChecksumMismatch):
+    if isinstance(exc, _loaded("tasks.fetch.http:ChecksumMismatch")):
         return EXIT_DATA, "the corrupt download was deleted; re-run to fetch it again (or check --mirror)"
-    if isinstance(exc, FetchError):
+    if isinstance(exc, _loaded("tasks.fetch.http:FetchError")):
         return EXIT_DATA, "re-run the same command: verified files are skipped and a partial download resumes"
-    if isinstance(exc, DumpError):
+    if isinstance(exc, _loaded("tasks.dumps.errors:DumpError")):
         return EXIT_DATA, "the input file is truncated or corrupt; nothing was published (re-download it)"
-    if isinstance(exc, UnknownMethod | UnknownSetting | UnknownDataset):
+    if isinstance(exc, _loaded("tasks.methods.registry:UnknownMethod", "tasks.methods.base:UnknownSetting",
+                               "tasks.datasets.registry:UnknownDataset")):
         return EXIT_USAGE, "see `linkedqa run --help`"
     if isinstance(exc, LayoutError):
         return EXIT_USAGE, "names may use letters, digits and . _ = + -"
