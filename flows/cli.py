@@ -215,7 +215,7 @@ def cmd_kb_download(a: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- data
 def cmd_data_list(a: argparse.Namespace) -> int:
     """``linkedqa data list``: known datasets and what is stored."""
-    from tasks.datasets.registry import known_datasets
+    from tasks.datasets.registry import known_datasets  # heavy: the dataset loaders (see the top of this module)
 
     stored = {d: m for d, _, m in complete_dataset_versions()}
     for name, desc in known_datasets().items():
@@ -275,7 +275,7 @@ def cmd_data_fetch(a: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- models
 def cmd_models_prepare(a: argparse.Namespace) -> int:
     """``linkedqa models prepare``: assemble + convert the embedded model (idempotent)."""
-    from tasks.llm.models import prepare_embedded_model
+    from tasks.llm.models import prepare_embedded_model  # heavy: the model preparation (torch, on demand)
 
     t0 = time.perf_counter()
     path = prepare_embedded_model(force=a.force)
@@ -286,7 +286,7 @@ def cmd_models_prepare(a: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- run / eval / report
 def run_config_from_args(a: argparse.Namespace):
     """Build a RunConfig from ``linkedqa run`` arguments."""
-    from tasks.runs.config import RunConfig
+    from tasks.runs.config import RunConfig  # heavy: the run machinery (see the top of this module)
 
     return RunConfig(method=a.method, dataset=a.dataset, split=a.split, limit=a.limit, shards=a.shards,
                      backend=a.backend, model=a.model, kb=a.kb, settings=_parse_sets(a.set),
@@ -297,8 +297,9 @@ def run_config_from_args(a: argparse.Namespace):
 
 def validate_run(cfg) -> None:
     """Fail fast (before starting Prefect or an engine) on an unknown method, setting or dataset."""
+    # heavy: the dataset loaders and the method registry (every method's module)
     from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
-    from tasks.methods.registry import get_method
+    from tasks.methods.registry import get_method  # heavy: every method's module
 
     method_cls = get_method(cfg.method)
     method_cls.parse_settings(cfg.settings)
@@ -312,7 +313,7 @@ def validate_run(cfg) -> None:
 def execute_run(a: argparse.Namespace) -> str:
     """Validate, run and print the metrics of ``linkedqa run`` arguments; returns the run id."""
     from flows.run_method import run_method_on  # heavy: pulls prefect
-    from tasks.runs.backends import close_backends
+    from tasks.runs.backends import close_backends  # heavy: the LLM backends
 
     cfg = run_config_from_args(a)
     validate_run(cfg)
@@ -365,7 +366,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
         _start_prefect()
         reports = evaluate_run(run_ids=[a.run_id] if a.run_id else None, all_runs=a.all, write=a.write)
     else:
-        from tasks.runs.execute import compare_run_metrics
+        from tasks.runs.execute import compare_run_metrics  # heavy: the run machinery and method registry
 
         reports = [{**compare_run_metrics(layout.safe_name(a.run_id, "run id")), "written": False}]
     bad = 0
@@ -394,7 +395,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     """``linkedqa report``: metrics across runs from the catalog."""
     if a.notebooks:
-        from flows.notebook_report import _ANSI, execute_notebooks
+        from flows.notebook_report import _ANSI, execute_notebooks  # heavy: nbclient, nbformat, jinja2
 
         failed = 0
         for name, res in execute_notebooks().items():
@@ -414,7 +415,7 @@ def cmd_report(a: argparse.Namespace) -> int:
             print(f"{m:<24} {_num(v):>12} (n={n})")
         return 0
 
-    from flows.report_views import print_report
+    from flows.report_views import print_report  # heavy: the report views (rich, the catalog's SQL)
 
     print_report(con, a.views or None)
     return 0
@@ -446,7 +447,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
     Each step is a ``linkedqa`` command line run through :func:`build_parser`, so the demo can never drift from
     the commands it shows (the steps are printed as the commands to re-run them).
     """
-    from flows.demo_summary import print_demo_summary
+    from flows.demo_summary import print_demo_summary  # heavy: the run machinery (EFFICIENCY_METRICS)
 
     t0 = time.perf_counter()
     parser = build_parser()

@@ -647,6 +647,8 @@ def add_texts(fields: dict[str, Any], field: str, values: Iterable[str | None]) 
 #: ~2 s of start-up (imports) and a row group of 122,880 entities ~3 s of producer CPU, so with fewer row groups
 #: the processes do not pay (a 100k-entity KB has one row group: ``bench_scale`` at 100k went 10.6 -> 17.6 s).
 MIN_UNITS_PER_WORKER = 2
+#: Rows converted to Python at once when a row group is read (:meth:`ParquetRows.read`).
+_READ_ROWS = 50_000
 #: The counters of a build (its done marker's ``stats``).
 _STATS = ("rows_in", "docs", "duplicates_skipped", "rows_skipped")
 
@@ -680,9 +682,14 @@ class ParquetRows:
         return out
 
     def read(self, unit: tuple[str, int]) -> Iterable[dict[str, Any]]:
-        """The (transformed) rows of one row group."""
+        """The (transformed) rows of one row group, streamed in batches of :data:`_READ_ROWS`.
+
+        A whole row group of passages would be ~300 MB of Python objects at once.
+        """
         f, group = unit
-        rows = pq.ParquetFile(f).read_row_group(group, columns=list(self.columns)).to_pylist()
+        batches = pq.ParquetFile(f).iter_batches(batch_size=_READ_ROWS, row_groups=[group],
+                                                 columns=list(self.columns))
+        rows = (row for batch in batches for row in batch.to_pylist())
         return self.transform(rows) if self.transform else rows
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterable
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -129,15 +130,17 @@ def test_documents_built_by_processes_are_those_of_one_process(kb_home: str, tmp
     assert one.search_many(queries, 10) == two.search_many(queries, 10)
 
 
-def _fail_on(rows: list[dict], qid: str) -> list[dict]:
+def _fail_on(rows: Iterable[dict], qid: str) -> list[dict]:
     """A row transform that fails on the row group holding ``qid`` (run in a worker process)."""
+    rows = list(rows)
     if any(r["qid"] == qid for r in rows):
         raise RuntimeError(f"row group with {qid} refused")
     return rows
 
 
-def _die_on(rows: list[dict], qid: str) -> list[dict]:
+def _die_on(rows: Iterable[dict], qid: str) -> list[dict]:
     """A row transform whose worker process is killed (as by the OOM killer) on the row group holding ``qid``."""
+    rows = list(rows)
     if any(r["qid"] == qid for r in rows):
         os.kill(os.getpid(), signal.SIGKILL)
     return rows
