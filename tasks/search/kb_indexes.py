@@ -303,7 +303,7 @@ def _writer(threads: int, processes_from: int = 2) -> dict[str, int]:
     Measured with ``tests/bench/bench_bm25_build.py`` (synthetic copies of the sample KB's rows, 2 cores): with
     the documents built here, this process's Python producer (rows read, names normalised, documents built)
     bounds entity-bm25 at ~1.2x whatever the threads; with 2 document processes it does only tantivy's
-    ``add_json`` (~3 s of CPU for 702k entities instead of ~21 s), 1.3-1.6x on 2 cores. passage-bm25 is the
+    ``add_json`` (2.4-3.2 s of CPU for 702k entities instead of 17-21 s), 1.3-1.6x on 2 cores. passage-bm25 is the
     other way round: its producer is light and tantivy's indexing heavy, so on 2 cores the worker processes
     (their start-up and the transfer of the texts) only compete with tantivy's threads (0.69-0.84x of 2 threads
     alone); by the CPU split they pay from ~4 cores on, hence ``processes_from=4`` for it (not measured here).
