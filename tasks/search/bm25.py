@@ -296,27 +296,35 @@ class BM25Index:
         raise NotImplementedError
 
     @classmethod
-    def _encoded(
+    def _chunks(
         cls, rows: Iterable[dict[str, Any]], stats: dict[str, int], seen: set[str] | NoKeys
-    ) -> Iterator[tuple[list[str], pa.RecordBatch]]:
-        """The kept rows in chunks: (each document as JSON without its row, their docs.arrow rows as a batch).
-
-        What a worker process sends back (``IndexWriter.add_json`` parses it in tantivy: this process does no
-        more than number the rows).
-        """
-        dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-        docs: list[str] = []
+    ) -> Iterator[tuple[list[dict[str, Any]], pa.RecordBatch]]:
+        """The kept rows' documents (:meth:`_documents`) in chunks: (their fields, their docs.arrow rows)."""
+        docs: list[dict[str, Any]] = []
         payloads: list[dict[str, Any]] = []
         for fields, payload in cls._documents(rows, stats, seen):
-            if not fields or "row" in fields:  # the row is numbered by the writing process: '{"row":N,' + ...
-                raise SearchIndexError(f"{cls.KIND}: a document needs fields, and no 'row' field: {fields!r}")
-            docs.append(dumps(fields))
+            docs.append(fields)
             payloads.append(payload)
             if len(docs) >= _BATCH_ROWS:
                 yield docs, pa.RecordBatch.from_pylist(payloads, schema=cls.DOCS_SCHEMA)
                 docs, payloads = [], []
         if docs:
             yield docs, pa.RecordBatch.from_pylist(payloads, schema=cls.DOCS_SCHEMA)
+
+    @classmethod
+    def _encoded(
+        cls, rows: Iterable[dict[str, Any]], stats: dict[str, int], seen: set[str] | NoKeys
+    ) -> Iterator[tuple[list[str], pa.RecordBatch]]:
+        """:meth:`_chunks` with each document as JSON without its row: what a worker process sends back.
+
+        ``IndexWriter.add_json`` parses it in tantivy: the writing process does no more than number the rows.
+        """
+        dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        for docs, batch in cls._chunks(rows, stats, seen):
+            for fields in docs:
+                if not fields or "row" in fields:  # the writing process numbers the row: '{"row":N,' + ...
+                    raise SearchIndexError(f"{cls.KIND}: a document needs fields, and no 'row' field: {fields!r}")
+            yield [dumps(fields) for fields in docs], batch
 
     @classmethod
     def _add_rows(cls, writer: tantivy.IndexWriter, out: pa.ipc.RecordBatchFileWriter, schema: tantivy.Schema,
@@ -327,17 +335,12 @@ class BM25Index:
         KB's entities).
         """
         from_dict = tantivy.Document.from_dict
-        payloads: list[dict[str, Any]] = []
-        for fields, payload in cls._documents(rows, stats, seen):
-            fields["row"] = stats["docs"]
-            writer.add_document(from_dict(fields, schema))
-            payloads.append(payload)
-            stats["docs"] += 1
-            if len(payloads) >= _BATCH_ROWS:
-                out.write_batch(pa.RecordBatch.from_pylist(payloads, schema=cls.DOCS_SCHEMA))
-                payloads.clear()
-        if payloads:
-            out.write_batch(pa.RecordBatch.from_pylist(payloads, schema=cls.DOCS_SCHEMA))
+        for docs, batch in cls._chunks(rows, stats, seen):
+            for fields in docs:
+                fields["row"] = stats["docs"]
+                writer.add_document(from_dict(fields, schema))
+                stats["docs"] += 1
+            out.write_batch(batch)
 
     @staticmethod
     def _add_encoded(writer: tantivy.IndexWriter, out: pa.ipc.RecordBatchFileWriter,
@@ -578,9 +581,8 @@ class BM25Index:
             return [[] for _ in queries]
         rows = self._searcher.fast_field_values("row", flat)
         scores = [score for hits in per_query for score, _ in hits]
-        pop = (self._docs.column("popularity").take(pa.array(rows, type=pa.int64())).to_pylist()
-               if self._has_popularity else None)
-        pops = pop or [0] * len(rows)
+        pops = (self._docs.column("popularity").take(pa.array(rows, type=pa.int64())).to_pylist()
+                if self._has_popularity else [0] * len(rows))
         perm: list[int] = []
         counts: list[int] = []
         start = 0

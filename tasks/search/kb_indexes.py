@@ -32,7 +32,6 @@ from storage.catalog import register_parquet_view, spilling_connection
 from storage.done import sweep_temps
 from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
 from storage.parquet_io import part_files
-from tasks.progress import progress
 from tasks.search.bm25 import BM25Index, ParquetRows, is_built
 from tasks.search.entity_index import EntityIndex
 from tasks.search.passages import DenseHit, DenseIndex, PassageIndex, entity_texts
@@ -45,20 +44,20 @@ _OPEN: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
 
 
-def _iter_rows(kb_version: str, table: str, columns: list[str], root: Path, desc: str | None = None) -> Iterator[dict]:
-    """Rows of a KB table, streamed in batches; with ``desc``, a progress reporter counts them (per batch)."""
-    files = part_files(layout.kb_table_dir(kb_version, table, root))
-    if desc is None:
-        for f in files:
-            for batch in pq.ParquetFile(f).iter_batches(batch_size=50_000, columns=columns):
-                yield from batch.to_pylist()
-        return
-    total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    with progress(desc, total=total, unit="row") as bar:
-        for f in files:
-            for batch in pq.ParquetFile(f).iter_batches(batch_size=50_000, columns=columns):
-                yield from batch.to_pylist()
-                bar.update(batch.num_rows)
+def _table_rows(kb_version: str, table: str, columns: list[str], root: Path,
+                transform: Callable[[Iterable[dict]], Iterable[dict]] | None = None,
+                desc: str | None = None) -> ParquetRows:
+    """The rows of a KB table's ``columns``, streamed or shared out by row group (``bm25.ParquetRows``).
+
+    With ``desc``, a progress line counts them while they are read in this process.
+    """
+    files = tuple(str(f) for f in part_files(layout.kb_table_dir(kb_version, table, root)))
+    return ParquetRows(files, tuple(columns), transform, desc)
+
+
+def _iter_rows(kb_version: str, table: str, columns: list[str], root: Path) -> Iterator[dict]:
+    """Rows of a KB table, streamed in batches."""
+    return iter(_table_rows(kb_version, table, columns, root))
 
 
 def _iter_batches(kb_version: str, table: str, columns: list[str], root: Path,
@@ -174,8 +173,7 @@ def _build_bm25(index_cls: type[BM25Index], kind: str, table: str, key: str, kb_
     """
     folder = layout.index_kind_dir(kb_version, kind, root)
     if not index_is_built(folder):
-        files = tuple(str(f) for f in part_files(layout.kb_table_dir(kb_version, table, root)))
-        rows = ParquetRows(files, tuple(columns), docs, desc=f"{what} BM25 index of {kb_version}")
+        rows = _table_rows(kb_version, table, columns, root, docs, desc=f"{what} BM25 index of {kb_version}")
         index_cls.build(folder, rows, **_writer(threads, processes_from),
                         keys_unique=keys_unique(kb_version, table, key, root, folder.parent))
     return folder
