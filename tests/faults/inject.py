@@ -134,6 +134,10 @@ def install(point: str) -> None:
 
 
 if __name__ == "__main__":
+    # Installing a fault imports Prefect (tasks.*) before flows.cli.setup_env runs, so Prefect would read its own
+    # 20 s start-up timeout for the temporary server instead of the CLI's 180 s, which a new PREFECT_HOME (its
+    # database migrated) on a loaded 2-core machine can exceed: set it as the CLI does, before that import.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     install(sys.argv[1])
     from flows.cli import main
 
