@@ -225,6 +225,44 @@ def _tensor_progress(label: str) -> Iterator[None]:
         gguf_utils.tqdm = orig
 
 
+@contextlib.contextmanager
+def _one_gguf_parse() -> Iterator[None]:
+    """Within the block, the GGUF file is parsed once instead of once per transformers loader.
+
+    ``AutoTokenizer``, ``AutoConfig`` and the GGUF quantizer each call
+    ``transformers.modeling_gguf_pytorch_utils.load_gguf_checkpoint``, which builds a new ``gguf.GGUFReader``
+    (``from gguf import GGUFReader`` at call time). Parsing the embedded model's metadata (151,936 vocabulary
+    entries and merges, field by field) takes ~10 s on 2 cores, so the three parses were ~32 of the ~62 s of a
+    conversion (py-spy). The reader is a read-only memory map, so one instance per path serves all three: the
+    embedded model's ``load_s`` went from 54.6 to 27.8 s, and its ``model.safetensors`` is byte-identical (same
+    sha256 converted both ways). Tests: ``tests/unit/test_gguf_parse.py``. Without the ``gguf`` package or the
+    name (another version) nothing changes.
+    """
+    try:
+        import gguf  # heavy: transformers' GGUF reader (numpy)
+    except ImportError:
+        yield
+        return
+    real = getattr(gguf, "GGUFReader", None)
+    if real is None:
+        yield
+        return
+    readers: dict[tuple[str, str], Any] = {}
+
+    def reader(path: Any, mode: str = "r") -> Any:
+        key = (os.path.realpath(os.fspath(path)), mode)
+        if key not in readers:
+            readers[key] = real(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader = reader
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = real
+        readers.clear()
+
+
 def convert_gguf(gguf: Path, out_dir: Path) -> dict[str, float]:
     """Convert a GGUF file to HF safetensors (bf16) with transformers.
 
@@ -246,7 +284,7 @@ def convert_gguf(gguf: Path, out_dir: Path) -> dict[str, float]:
 
     t1 = time.perf_counter()
     d, f = str(gguf.parent), gguf.name
-    with phase(f"{label}: load tokenizer + model from GGUF"), _tensor_progress(label):
+    with phase(f"{label}: load tokenizer + model from GGUF"), _tensor_progress(label), _one_gguf_parse():
         tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
         model = AutoModelForCausalLM.from_pretrained(
             d, gguf_file=f, dtype=torch.bfloat16, quantization_config=GgufConfig(gguf_file=f, dequantize=True)
