@@ -254,6 +254,26 @@ def test_configure_runtime_env_never_overrides(home: Path, monkeypatch: pytest.M
     assert configure_runtime_env() == {}
 
 
+def test_the_engines_openmp_runtime_sleeps_while_it_waits(tmp_path: Path) -> None:
+    """``configure_runtime_env`` before ``import torch`` (what the CLI and the tests do before vLLM starts) gives
+    libgomp ``OMP_WAIT_POLICY=PASSIVE``, read from libgomp's own report of its settings (``OMP_DISPLAY_ENV``) in a
+    fresh interpreter where nothing else set it; a value the user exported wins. libgomp reports an unset policy
+    as ``PASSIVE`` too, so the spin count tells them apart: 0 when passive, 300,000 by default."""
+    code = ("from pathlib import Path; import sys; from tasks.llm.env import configure_runtime_env; "
+            "configure_runtime_env(Path(sys.argv[1])); import torch; torch.set_num_threads(2); "
+            "torch.ones(64, 64) @ torch.ones(64, 64)")
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    base |= {"OMP_DISPLAY_ENV": "verbose"}
+    for exported, expect in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        env = base | ({"OMP_WAIT_POLICY": exported} if exported else {})
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True,
+                             timeout=120, cwd=REPO_ROOT)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert f"OMP_WAIT_POLICY = '{expect}'" in out.stderr, out.stderr[-2000:]
+        if expect == "PASSIVE":
+            assert "GOMP_SPINCOUNT = '0'" in out.stderr, out.stderr[-2000:]
+
+
 def test_models_fast_path_resolve_and_hash_check(tmp_path: Path) -> None:
     root = tmp_path / "models"
     done = root / EMBEDDED_MODEL
