@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
 import signal
@@ -258,20 +259,32 @@ def test_the_engines_openmp_runtime_sleeps_while_it_waits(tmp_path: Path) -> Non
     """``configure_runtime_env`` before ``import torch`` (what the CLI and the tests do before vLLM starts) gives
     libgomp ``OMP_WAIT_POLICY=PASSIVE``, read from libgomp's own report of its settings (``OMP_DISPLAY_ENV``) in a
     fresh interpreter where nothing else set it; a value the user exported wins. libgomp reports an unset policy
-    as ``PASSIVE`` too, so the spin count tells them apart: 0 when passive, 300,000 by default."""
+    as ``PASSIVE`` too, so the spin count tells them apart: 0 when passive, 300,000 by default.
+
+    ``LD_PRELOAD`` is cleared for the fresh interpreter: vLLM's CPU platform exports ``LD_PRELOAD`` with torch's
+    libgomp (and its tcmalloc) in any process that started an engine, and a preloaded libgomp reads its
+    environment before Python runs. On CI this test ran on the xdist worker that held the session engine and
+    saw spin count 300,000. A child of a configured process inherits both variables, so it is passive too
+    (the last case)."""
     code = ("from pathlib import Path; import sys; from tasks.llm.env import configure_runtime_env; "
             "configure_runtime_env(Path(sys.argv[1])); import torch; torch.set_num_threads(2); "
             "torch.ones(64, 64) @ torch.ones(64, 64)")
-    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "LD_PRELOAD")}
     base |= {"OMP_DISPLAY_ENV": "verbose"}
-    for exported, expect in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
-        env = base | ({"OMP_WAIT_POLICY": exported} if exported else {})
-        out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True,
-                             timeout=120, cwd=REPO_ROOT)
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.origin is not None
+    torch_pkg = Path(spec.origin).parent
+    libgomp = sorted([*(torch_pkg / "lib").glob("libgomp*.so*"), *(torch_pkg.parent / "torch.libs").glob("libgomp*")])
+    assert libgomp, f"no libgomp bundled with torch under {torch_pkg}"
+    inherited = {"LD_PRELOAD": str(libgomp[0]), "OMP_WAIT_POLICY": "PASSIVE"}
+    for extra, policy, spin in (({}, "PASSIVE", "0"), ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE", None),
+                                (inherited, "PASSIVE", "0")):
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=base | extra, capture_output=True,
+                             text=True, timeout=120, cwd=REPO_ROOT)
         assert out.returncode == 0, out.stderr[-2000:]
-        assert f"OMP_WAIT_POLICY = '{expect}'" in out.stderr, out.stderr[-2000:]
-        if expect == "PASSIVE":
-            assert "GOMP_SPINCOUNT = '0'" in out.stderr, out.stderr[-2000:]
+        assert f"OMP_WAIT_POLICY = '{policy}'" in out.stderr, out.stderr[-2000:]
+        if spin is not None:
+            assert f"GOMP_SPINCOUNT = '{spin}'" in out.stderr, out.stderr[-2000:]
 
 
 def test_models_fast_path_resolve_and_hash_check(tmp_path: Path) -> None:
