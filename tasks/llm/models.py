@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib
 import importlib.metadata as md
 import json
 import logging
@@ -38,7 +39,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,38 +196,49 @@ def assemble_gguf(src: GgufSource, dest: Path) -> str:
 
 
 @contextlib.contextmanager
-def _tensor_progress(label: str) -> Iterator[None]:
+def _swapped(module: str, name: str, replacement: Callable[[Any], Any]) -> Iterator[None]:
+    """For the ``with`` block, ``module.name`` is ``replacement(original)``.
+
+    The original is restored afterwards, also when the block raises. Without the module or the name (another
+    library version) nothing changes.
+    """
+    try:
+        mod = importlib.import_module(module)  # heavy: transformers / gguf, only while converting a model
+    except ImportError:
+        yield
+        return
+    orig = getattr(mod, name, None)
+    if orig is None:
+        yield
+        return
+    setattr(mod, name, replacement(orig))
+    try:
+        yield
+    finally:
+        setattr(mod, name, orig)
+
+
+def _tensor_progress(label: str) -> contextlib.AbstractContextManager[None]:
     """Show transformers' per-tensor GGUF dequantisation loop as a :mod:`tasks.progress` bar.
 
     ``transformers.modeling_gguf_pytorch_utils`` wraps ``reader.tensors`` in its module-level ``tqdm``; for the
     ``with`` block that name points to :func:`tasks.progress.track` (restored afterwards). Without the module
     or the name (another transformers version) nothing changes.
     """
-    try:
-        import transformers.modeling_gguf_pytorch_utils as gguf_utils  # heavy: transformers
-    except ImportError:
-        yield
-        return
-    orig = getattr(gguf_utils, "tqdm", None)
-    if orig is None:
-        yield
-        return
 
-    def bar(iterable: Any = None, *args: Any, desc: str | None = None, **kwargs: Any) -> Any:
-        if iterable is None:
-            return orig(*args, desc=desc, **kwargs)
-        what = (desc or "GGUF tensors").rstrip(". ")
-        return track(iterable, f"{label}: {what}", unit="tensor")
+    def wrap(orig: Any) -> Any:
+        def bar(iterable: Any = None, *args: Any, desc: str | None = None, **kwargs: Any) -> Any:
+            if iterable is None:
+                return orig(*args, desc=desc, **kwargs)
+            what = (desc or "GGUF tensors").rstrip(". ")
+            return track(iterable, f"{label}: {what}", unit="tensor")
 
-    gguf_utils.tqdm = bar
-    try:
-        yield
-    finally:
-        gguf_utils.tqdm = orig
+        return bar
+
+    return _swapped("transformers.modeling_gguf_pytorch_utils", "tqdm", wrap)
 
 
-@contextlib.contextmanager
-def _one_gguf_parse() -> Iterator[None]:
+def _one_gguf_parse() -> contextlib.AbstractContextManager[None]:
     """Within the block, the GGUF file is parsed once instead of once per transformers loader.
 
     ``AutoTokenizer``, ``AutoConfig`` and the GGUF quantizer each call
@@ -236,31 +248,21 @@ def _one_gguf_parse() -> Iterator[None]:
     conversion (py-spy). The reader is a read-only memory map, so one instance per path serves all three: the
     embedded model's ``load_s`` went from 54.6 to 27.8 s, and its ``model.safetensors`` is byte-identical (same
     sha256 converted both ways). Tests: ``tests/unit/test_gguf_parse.py``. Without the ``gguf`` package or the
-    name (another version) nothing changes.
+    name (another version) nothing changes; the readers live only as long as the block.
     """
-    try:
-        import gguf  # heavy: transformers' GGUF reader (numpy)
-    except ImportError:
-        yield
-        return
-    real = getattr(gguf, "GGUFReader", None)
-    if real is None:
-        yield
-        return
-    readers: dict[tuple[str, str], Any] = {}
 
-    def reader(path: Any, mode: str = "r") -> Any:
-        key = (os.path.realpath(os.fspath(path)), mode)
-        if key not in readers:
-            readers[key] = real(path, mode)
-        return readers[key]
+    def wrap(real: Any) -> Any:
+        readers: dict[tuple[str, str], Any] = {}
 
-    gguf.GGUFReader = reader
-    try:
-        yield
-    finally:
-        gguf.GGUFReader = real
-        readers.clear()
+        def reader(path: Any, mode: str = "r") -> Any:
+            key = (os.path.realpath(os.fspath(path)), mode)
+            if key not in readers:
+                readers[key] = real(path, mode)
+            return readers[key]
+
+        return reader
+
+    return _swapped("gguf", "GGUFReader", wrap)
 
 
 def convert_gguf(gguf: Path, out_dir: Path) -> dict[str, float]:
