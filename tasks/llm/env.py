@@ -12,12 +12,9 @@ Measured on the project's 2-core CPU machine (``../shared/stack/REPORT.md``, "vL
   spawns that re-import torch+vLLM (engine start 19 s instead of 47-68 s), and no
   ``if __name__ == "__main__"`` guard is needed (pytest, Prefect tasks).
 * ``VLLM_CPU_KVCACHE_SPACE=2`` (GiB): 174,720 KV tokens, plenty for ``max_model_len=4096``.
-* ``OMP_WAIT_POLICY=PASSIVE``: the engine's OpenMP threads sleep instead of spinning while they wait. With one
-  other CPU-bound process on the 2 cores, 8 ELA-sized chats (48 tokens each) took 32.5 s with libgomp's default
-  and 21.9 s passive, and the other process ran 16 % faster beside it; alone 12.8 s both; one sequence decoding
-  128 tokens alone 11.3-12.3 s default against 12.5-12.8 s passive (3 runs each, e5fe2ea). Until now it was in
-  effect only because ``tasks.search.dense_ann`` (imported by the method registry and the tests' collection) sets
-  it for FAISS and MiniLM; here it is set for the engine itself.
+* ``OMP_WAIT_POLICY=PASSIVE``: the engine's OpenMP threads sleep instead of spinning while they wait
+  (:mod:`tasks.openmp`, with the measurements). It is set here for the engine itself, not only as a side effect
+  of importing the search modules that set it for FAISS and MiniLM.
 
 On a GPU machine the ``VLLM_CPU_*`` variables are ignored by vLLM; the in-process engine core also works
 there.
@@ -29,13 +26,14 @@ import os
 from pathlib import Path
 
 from storage import layout
+from tasks.openmp import WAIT_POLICY
 
 #: Fixed values (set only when absent from the environment).
 STATIC_DEFAULTS: dict[str, str] = {
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_CPU_KVCACHE_SPACE": "2",
-    "OMP_WAIT_POLICY": "PASSIVE",
+    WAIT_POLICY[0]: WAIT_POLICY[1],
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",

@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
-# FAISS's OpenMP threads must sleep, not spin, while they wait: on a busy 2-core machine spinning made IVF-PQ
-# training 8x slower (measured: 30 s against 3.8 s for 3,000 vectors). Read when OpenMP starts, so set before
-# the first ``import faiss`` (torch's encoding wants the same, ``passages.get_model``).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from tasks.openmp import prefer_passive_wait
+
+# FAISS's OpenMP threads must sleep, not spin, while they wait (IVF-PQ training 8x slower spinning on a busy
+# machine, tasks.openmp). Read when OpenMP starts, so set before the first ``import faiss``.
+prefer_passive_wait()
 
 #: Environment variable choosing the dense index structure (``auto`` when unset).
 ENV = "LINKEDQA_DENSE_INDEX"

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 import tantivy
 
 from storage.done import sweep_temps
+from tasks.openmp import prefer_passive_wait
 from tasks.progress import progress
 from tasks.search.bm25 import (
     ANALYZER,
@@ -179,7 +180,7 @@ def torch_threads() -> int:
 
 def default_device() -> str:
     """``"cuda"`` when torch sees a GPU, else ``"cpu"``."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    prefer_passive_wait()
     import torch  # heavy: torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -201,9 +202,8 @@ def get_model(device: str | None = None) -> Any:
     Returns:
         The cached model.
     """
-    # Before torch's OpenMP runtime starts (no effect if torch is already imported): idle OpenMP threads
-    # sleep instead of spinning. On a busy 2-core machine, spinning made encoding 5-7x slower (measured).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # Before torch's OpenMP runtime starts (no effect if torch is already imported): see tasks.openmp.
+    prefer_passive_wait()
     device = device or default_device()
     with _MODEL_LOCK:
         model = _MODELS.get(device)

@@ -36,7 +36,15 @@ def embedded_llm(embedded_models_root: Path) -> Iterator:
     from tasks.llm.vllm_backend import VLLMBackend
 
     prepare_embedded_model(embedded_models_root)
+    # vLLM's CPU platform exports LD_PRELOAD (torch's libgomp, its tcmalloc) for engine processes it would spawn;
+    # in-process it only reaches this worker's later subprocesses (the CLI tests' commands, which a user starts
+    # without it), and a preloaded libgomp ignores the OMP_WAIT_POLICY set in Python. Keep the worker's own.
+    preload = os.environ.get("LD_PRELOAD")
     backend = VLLMBackend(EngineConfig(max_model_len=4096), models_root=embedded_models_root)
+    if preload is None:
+        os.environ.pop("LD_PRELOAD", None)
+    else:
+        os.environ["LD_PRELOAD"] = preload
     yield backend
     backend.close()
 
