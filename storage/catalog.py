@@ -37,8 +37,11 @@ def spilling_connection(memory_limit: str, temp_dir: Path | str,
     """An in-memory DuckDB connection for a bounded-memory batch query.
 
     It holds ``memory_limit``, spills to ``temp_dir``, keeps no insertion order, shows no progress bar, and runs
-    ``threads`` threads when given (else DuckDB's default).
+    ``threads`` threads when given (else DuckDB's default). DuckDB creates ``temp_dir`` only when it first spills,
+    and only its last level, so its parent is created here: a query that spilled only at scale failed with
+    "Failed to create directory" (kg-oxigraph's parts at 1 M entities in ``make bench-scale``).
     """
+    Path(temp_dir).parent.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
     con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
     con.execute(f"SET temp_directory = {sql_literal(temp_dir)}")

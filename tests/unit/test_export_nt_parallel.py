@@ -18,7 +18,7 @@ import pytest
 
 from storage import layout
 from storage.parquet_io import part_files
-from tasks.kg.export_nt import _units, export_ntriples
+from tasks.kg.export_nt import _units, export_ntriples, export_ntriples_parts
 
 
 def test_parallel_export_equals_the_one_process_export(kb_home: str, tmp_path: Path) -> None:
@@ -75,3 +75,20 @@ def test_a_failed_unit_stops_the_export_and_leaves_nothing(kb_home: str, tmp_pat
     with pytest.raises(Exception, match="(?i)memory"):
         export_ntriples(kb_home, tmp_path / "kb.nt", root=layout.home(), workers=2, memory_limit="lots")
     assert not list(tmp_path.iterdir())
+
+
+def test_parts_whose_claims_query_spills_are_written(kb_home: str, tmp_path: Path) -> None:
+    """kg-oxigraph's parts (``export_ntriples_parts``) with a memory limit the claims query must spill under.
+
+    DuckDB creates its spill folder only when it first spills, and only the last level of it; the parts' spill
+    folders live under ``<folder>/.spill``, which nothing created, so a build that spilled failed ("Failed to
+    create directory .../.spill/duckdb-1"): first seen at 1 M entities in ``make bench-scale``. On the sample KB,
+    32 MB per worker reproduces it (the code before the fix failed here, 64 MB did not spill); now the parts hold
+    the one-process export's triples and the spill folder is gone."""
+    one = export_ntriples(kb_home, tmp_path / "one.nt", root=layout.home())
+    parts, counts = export_ntriples_parts(kb_home, tmp_path / "parts", root=layout.home(), memory_limit="32MB",
+                                          workers=2)
+    assert counts == one
+    lines = [line for p in parts for line in p.read_text(encoding="utf-8").splitlines()]
+    assert sorted(lines) == sorted((tmp_path / "one.nt").read_text(encoding="utf-8").splitlines())
+    assert sorted(p.name for p in (tmp_path / "parts").iterdir()) == sorted(p.name for p in parts)

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from storage import layout
-from storage.catalog import build_views, refresh_catalog
+from storage.catalog import build_views, refresh_catalog, spilling_connection
 from storage.manifest import read_manifest, redact, write_manifest
 from storage.parquet_io import PartWriter, SchemaMismatch, part_files, read_table, write_table
 from storage.schemas import KB_TABLES, SCHEMAS
@@ -156,3 +156,18 @@ def test_catalog_refresh_is_atomic_while_a_reader_holds_it(home: Path):
         reader.close()
     assert not [p for p in home.iterdir() if p.name.startswith("catalog.tmp")]
     assert os.path.getsize(layout.catalog_path()) > 0
+
+
+def test_a_spilling_query_creates_the_parent_of_its_spill_folder(tmp_path: Path):
+    """DuckDB creates ``temp_directory`` only when it first spills, and only its last level: a spill folder under a
+    folder nobody created failed with "Failed to create directory" (kg-oxigraph at 1 M entities). Grouping 3 M
+    distinct strings under 64 MB spills (without the parent it failed with that error); it now runs."""
+    spill = tmp_path / "not-yet" / "duckdb-0"
+    con = spilling_connection("64MB", spill, threads=1)
+    try:
+        rows = con.sql("SELECT count(*), sum(n) FROM (SELECT s, count(*) AS n FROM "
+                       "(SELECT md5(range::VARCHAR) AS s FROM range(3000000)) GROUP BY s)").fetchall()
+    finally:
+        con.close()
+    assert rows == [(3_000_000, 3_000_000)]
+    assert (tmp_path / "not-yet").is_dir()
