@@ -19,7 +19,7 @@ import duckdb
 import pyarrow as pa
 
 from storage import layout
-from storage.catalog import register_parquet_view, sql_literal
+from storage.catalog import register_parquet_view, spilling_connection
 from storage.done import is_done, mark_done, read_done
 from storage.manifest import now_iso, write_manifest
 from storage.parquet_io import PartWriter, part_files
@@ -125,13 +125,7 @@ def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: s
     marks = layout.staging_dir(plan.version, "_merged", root=root)
     marks.mkdir(parents=True, exist_ok=True)
     tmpdir = layout.staging_dir(plan.version, "_duckdb_tmp", root=root)
-    tmpdir.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect()
-    con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
-    con.execute(f"SET temp_directory = {sql_literal(tmpdir)}")
-    con.execute("SET preserve_insertion_order = false")
-    if threads:
-        con.execute(f"SET threads = {int(threads)}")
+    con = spilling_connection(memory_limit, tmpdir, threads)
     _register_staging(con, _staged_files(plan, root), root)
     counts: dict[str, int] = {}
     timings: dict[str, float] = {}
