@@ -1,5 +1,5 @@
-"""The claims, entities and articles merges (``sql/kb/claims.sql``, ``entities.sql``, ``articles.sql``) keep the
-rule they had, in a form that scales.
+"""The claims, entities, articles and passages merges (``sql/kb/claims.sql``, ``entities.sql``, ``articles.sql``,
+``passages.sql``) keep the rule they had, in a form that scales.
 
 The claims rule: one row per (subject, property, object_qid, object_value); its datatype, rank and source each from the
 richest source (lowest ``prio``) that has a value, ties broken by the smallest value (DuckDB's ``arg_min`` skips
@@ -8,7 +8,11 @@ rows whose value is NULL). Until the merge was measured at
 generic STRUCT comparison (2.9x slower at 13.9 M claims, and worse than linear). ``STRUCT_RULE`` below is that
 form, kept here as the reference the new SQL is compared with; ``STRUCT_ENTITIES`` is ``entities.sql`` as it was
 (one row per qid, each field by the same rule); ``WINDOW_ARTICLES`` is ``articles.sql`` as it was (a window and
-two joins over whole rows, texts included, which ran out of 2 GB at 1 M entities).
+two joins over whole rows, texts included, which ran out of 2 GB at 1 M entities). ``WINDOW_PASSAGES`` is the rule
+``passages.sql`` had as ``DISTINCT ON (passage_id)`` (which kept an arbitrary row of an id staged twice), with the
+row it keeps now made definite, written the plain way: a window over every row.
+
+The real-data tests share one staging of every sample input, as ``kb build --sample`` stages them.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from tasks.kb.merge import SQL_KB, _register_staging, _staged_files
-from tasks.kb.plan import make_plan, sample_inputs
+from tasks.kb.plan import BuildPlan, make_plan, sample_inputs
 from tasks.kb.stage import stage_shard
 
 STRUCT_RULE = """
@@ -94,6 +99,39 @@ WHERE a.rn = 1
 """
 
 
+WINDOW_PASSAGES = """
+SELECT p.passage_id, p.page_id, p.title, coalesce(p.qid, a.qid) AS qid, p.text
+FROM (
+    SELECT *, row_number() OVER (PARTITION BY passage_id ORDER BY prio, _src, title, text, qid) AS rn
+    FROM stg_passages
+) AS p
+LEFT JOIN kb_articles AS a USING (page_id)
+WHERE p.rn = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> tuple[BuildPlan, Path]:
+    """Every real sample input staged once, shard by shard, as ``kb build --sample`` stages them."""
+    root = tmp_path_factory.mktemp("merge-rule")
+    plan = make_plan("merge-rule", sample_inputs(data_root))
+    for spec in plan.inputs:
+        for shard in spec.shards:
+            stage_shard(plan.version, spec, shard, root=root)
+    return plan, root
+
+
+def _staging(staged: tuple[BuildPlan, Path], *merged: str) -> duckdb.DuckDBPyConnection:
+    """A connection with the staging views (``stg_<table>``) and the ``merged`` tables as ``kb_<table>``, each
+    by its ``sql/kb`` file, in the order given (as ``merge_and_publish`` runs them)."""
+    plan, root = staged
+    con = duckdb.connect()
+    _register_staging(con, _staged_files(plan, root), root)
+    for table in merged:
+        con.execute(f"CREATE TEMP TABLE kb_{table} AS {(SQL_KB / f'{table}.sql').read_text()}")
+    return con
+
+
 def _same_rows(con: duckdb.DuckDBPyConnection, reference: str = STRUCT_RULE,
                table: str = "claims") -> tuple[int, int, int]:
     """(rows of the reference, rows only in the reference, rows only in ``sql/kb/<table>.sql``)."""
@@ -104,17 +142,11 @@ def _same_rows(con: duckdb.DuckDBPyConnection, reference: str = STRUCT_RULE,
                    "(SELECT count(*) FROM (SELECT * FROM new EXCEPT ALL SELECT * FROM ref))").fetchall()[0]
 
 
-def test_claims_merge_equals_the_struct_rule_on_the_real_staged_claims(home: Path, data_root: Path) -> None:
-    """Every real sample input that carries claims (Wikidata JSON dumps and entity files, KGTK, LiteralWD and
-    CoDEx triples: ~700k staged claims of 4 priorities) staged as ``kb build`` stages them; the merge SQL gives
-    exactly the reference's rows, and the data exercise both halves of the rule."""
-    specs = [s for s in sample_inputs(data_root) if s.kind in ("wikidata-json", "entity-file", "kgtk", "triples")]
-    plan = make_plan("claims-rule", specs)
-    for spec in specs:
-        for shard in spec.shards:
-            stage_shard(plan.version, spec, shard, root=home)
-    con = duckdb.connect()
-    _register_staging(con, _staged_files(plan, home), home)
+def test_claims_merge_equals_the_struct_rule_on_the_real_staged_claims(staged) -> None:
+    """The claims of every real sample input (Wikidata JSON dumps and entity files, KGTK, LiteralWD and CoDEx
+    triples: ~700k staged claims of 4 priorities); the merge SQL gives exactly the reference's rows, and the data
+    exercise both halves of the rule."""
+    con = _staging(staged)
     staged, prios = con.sql("SELECT count(*), count(DISTINCT prio) FROM stg_claims").fetchall()[0]
     assert staged > 500_000 and prios >= 3
     # a claim from sources of different priority, and one whose rows of the same priority differ in a column
@@ -128,19 +160,11 @@ def test_claims_merge_equals_the_struct_rule_on_the_real_staged_claims(home: Pat
     assert rows > 400_000 and only_ref == 0 and only_new == 0
 
 
-def test_entities_merge_equals_the_struct_rule_on_the_real_staged_entities(home: Path, data_root: Path) -> None:
-    """Every real sample input that names entities (dumps, entity files, KGTK, LiteralWD, CoDEx, properties, title
-    map), staged; ``entities.sql`` over them (with the merged aliases and claims it joins) gives exactly the rows of
-    the STRUCT form, and entities named by sources of different priority are there."""
-    specs = [s for s in sample_inputs(data_root) if s.kind not in ("wikipedia", "cmu-articles")]
-    plan = make_plan("entities-rule", specs)
-    for spec in specs:
-        for shard in spec.shards:
-            stage_shard(plan.version, spec, shard, root=home)
-    con = duckdb.connect()
-    _register_staging(con, _staged_files(plan, home), home)
-    for table in ("aliases", "claims"):
-        con.execute(f"CREATE TEMP TABLE kb_{table} AS {(SQL_KB / f'{table}.sql').read_text()}")
+def test_entities_merge_equals_the_struct_rule_on_the_real_staged_entities(staged) -> None:
+    """The entities named by every real sample input (dumps, entity files, KGTK, LiteralWD, CoDEx, properties,
+    title map); ``entities.sql`` (with the merged aliases and claims it joins) gives exactly the rows of the
+    STRUCT form, and entities named by sources of different priority are there."""
+    con = _staging(staged, "aliases", "claims")
     mixed = con.sql("SELECT count(*) FROM (SELECT qid FROM stg_entities WHERE qid LIKE 'Q%' GROUP BY qid "
                     "HAVING count(DISTINCT prio) > 1)").fetchall()[0][0]
     assert mixed > 1000
@@ -169,19 +193,11 @@ def test_claims_merge_rule_on_nulls_and_priorities_beyond_ascii() -> None:
                    ("P3", "string", "deprecated", "early")]
 
 
-def test_articles_merge_equals_the_window_form_on_the_real_staged_articles(home: Path, data_root: Path) -> None:
-    """Every real sample input with articles (the enwiki dumps, CMU's article texts) and the title map's sources,
-    staged; ``articles.sql`` gives exactly the rows of the window form, with page ids staged twice among them and
+def test_articles_merge_equals_the_window_form_on_the_real_staged_articles(staged) -> None:
+    """The articles of every real sample input (the enwiki dumps, CMU's article texts) and the title map of its
+    sources; ``articles.sql`` gives exactly the rows of the window form, with page ids staged twice among them and
     qids found through the title map, exactly and case-insensitively."""
-    specs = [s for s in sample_inputs(data_root)
-             if s.kind in ("wikipedia", "cmu-articles", "title-map", "wikidata-json", "entity-file")]
-    plan = make_plan("articles-rule", specs)
-    for spec in specs:
-        for shard in spec.shards:
-            stage_shard(plan.version, spec, shard, root=home)
-    con = duckdb.connect()
-    _register_staging(con, _staged_files(plan, home), home)
-    con.execute(f"CREATE TEMP TABLE kb_title_map AS {(SQL_KB / 'title_map.sql').read_text()}")
+    con = _staging(staged, "title_map")
     twice, no_qid = con.sql("SELECT (SELECT count(*) FROM (SELECT page_id FROM stg_articles GROUP BY 1 HAVING "
                             "count(*) > 1)), count(*) FILTER (WHERE qid IS NULL) FROM stg_articles").fetchall()[0]
     assert twice > 0 and no_qid > 0, (twice, no_qid)
@@ -190,3 +206,47 @@ def test_articles_merge_equals_the_window_form_on_the_real_staged_articles(home:
     by_map = con.sql("SELECT count(*) FROM new JOIN stg_articles AS s USING (page_id, title) "
                      "WHERE s.qid IS NULL AND new.qid IS NOT NULL").fetchall()[0][0]
     assert by_map > 0
+
+
+def test_passages_merge_equals_the_window_form_on_the_real_staged_passages(staged) -> None:
+    """The passages of every real sample input; ``passages.sql`` gives exactly the rows of the window form, in
+    passage id order, with qids from the merged articles. Among them, page 316 is in two enwiki sample files with
+    different texts, so its passage ids are staged twice with different rows (the old ``DISTINCT ON`` kept either);
+    the passages kept are windows of the article text kept (``articles.sql``'s rule), not a mix of the two."""
+    con = _staging(staged, "title_map", "articles")
+    differ = con.sql("SELECT count(*) FROM (SELECT passage_id FROM stg_passages GROUP BY 1 "
+                     "HAVING count(DISTINCT text) > 1)").fetchall()[0][0]
+    assert differ > 0
+    twice, no_qid = con.sql("SELECT (SELECT count(*) FROM (SELECT passage_id FROM stg_passages GROUP BY 1 HAVING "
+                            "count(*) > 1)), count(*) FILTER (WHERE qid IS NULL) FROM stg_passages").fetchall()[0]
+    assert twice > 0 and no_qid > 0, (twice, no_qid)
+    rows, only_ref, only_new = _same_rows(con, WINDOW_PASSAGES, "passages")
+    assert rows > 5_000 and only_ref == 0 and only_new == 0
+    by_article = con.sql("SELECT count(*) FROM new JOIN stg_passages AS s USING (passage_id) "
+                         "WHERE s.qid IS NULL AND new.qid IS NOT NULL").fetchall()[0][0]
+    assert by_article > 0
+    ids = [r[0] for r in con.sql((SQL_KB / "passages.sql").read_text()).fetchall()]
+    assert ids == sorted(ids) and len(ids) == rows
+    twice = con.sql("SELECT p.text, a.text FROM new AS p JOIN kb_articles AS a USING (page_id) WHERE p.page_id IN "
+                    "(SELECT page_id FROM stg_articles GROUP BY 1 HAVING count(DISTINCT text) > 1)").fetchall()
+    assert twice and all(p in " ".join(a.split()) for p, a in twice)
+
+
+def test_passages_merge_keeps_the_first_row_of_an_id_staged_twice() -> None:
+    """What the real staging does not hold: one passage id staged with different rows. The row of the lowest
+    priority wins, then of the smallest source tag, title, text and qid; the qid of the article fills a NULL one."""
+    con = duckdb.connect()
+    con.execute("""CREATE TEMP TABLE stg_passages AS SELECT * FROM (VALUES
+        ('7-0', 7, 'Seven', NULL, 'later text', 2, 'a'),
+        ('7-0', 7, 'Seven', 'Q9', 'old text', 1, 'b'),
+        ('7-0', 7, 'Seven', 'Q8', 'old text', 1, 'b'),
+        ('7-1', 7, 'Seven', NULL, 'b text', 1, 'wiki'),
+        ('7-1', 7, 'Seven', NULL, 'a text', 1, 'wiki'),
+        ('8-0', 8, 'Eight', NULL, 'only', 1, 'wiki')
+    ) AS t(passage_id, page_id, title, qid, text, prio, _src)""")
+    con.execute("CREATE TEMP TABLE kb_articles AS SELECT * FROM (VALUES (7, 'Q7'), (8, 'Q8')) AS t(page_id, qid)")
+    rows, only_ref, only_new = _same_rows(con, WINDOW_PASSAGES, "passages")
+    assert (rows, only_ref, only_new) == (3, 0, 0)
+    got = con.sql((SQL_KB / "passages.sql").read_text()).fetchall()
+    assert got == [("7-0", 7, "Seven", "Q8", "old text"), ("7-1", 7, "Seven", "Q7", "a text"),
+                   ("8-0", 8, "Eight", "Q8", "only")]
