@@ -1,7 +1,9 @@
 -- Passages with the qid of their article, one row per passage id, in passage id order.
 -- A passage id staged more than once (its page in two inputs or shards) keeps its row first by
--- (prio, source tag, title, text, qid), by the rule articles.sql keeps a page. The pick is per id: a page staged
--- twice with different texts could get windows of both copies (the sample's one such page, 316, does not).
+-- (prio, source tag, title, text, qid), the keys articles.sql keeps a page by. The pick is per id, by the
+-- window's own text: a page staged twice with different texts could get windows of both copies (the sample's
+-- one such page, 316, does not). passage_id is not null in the staging schema (NULL ids would all pass the
+-- ANTI JOIN).
 -- Only those ids go through the window; the other rows stream to the sort. This was DISTINCT ON (passage_id):
 -- a hash aggregate that held every text, and kept an arbitrary row of a duplicated id. On 2.5 M staged passages
 -- copied from the sample's real ones (1.6 GB of text, 2 GB limit, 2 cores): 23.0-25.6 s before, 13.2-19.0 s now;

@@ -147,8 +147,8 @@ def test_claims_merge_equals_the_struct_rule_on_the_real_staged_claims(staged) -
     triples: ~700k staged claims of 4 priorities); the merge SQL gives exactly the reference's rows, and the data
     exercise both halves of the rule."""
     con = _staging(staged)
-    staged, prios = con.sql("SELECT count(*), count(DISTINCT prio) FROM stg_claims").fetchall()[0]
-    assert staged > 500_000 and prios >= 3
+    n_staged, prios = con.sql("SELECT count(*), count(DISTINCT prio) FROM stg_claims").fetchall()[0]
+    assert n_staged > 500_000 and prios >= 3
     # a claim from sources of different priority, and one whose rows of the same priority differ in a column
     by_prio, by_value = con.sql("""
         SELECT count(*) FILTER (WHERE n_prio > 1), count(*) FILTER (WHERE n_prio = 1 AND n_val > 1) FROM (
@@ -211,8 +211,9 @@ def test_articles_merge_equals_the_window_form_on_the_real_staged_articles(stage
 def test_passages_merge_equals_the_window_form_on_the_real_staged_passages(staged) -> None:
     """The passages of every real sample input; ``passages.sql`` gives exactly the rows of the window form, in
     passage id order, with qids from the merged articles. Among them, page 316 is in two enwiki sample files with
-    different texts, so its passage ids are staged twice with different rows (the old ``DISTINCT ON`` kept either);
-    the passages kept are windows of the article text kept (``articles.sql``'s rule), not a mix of the two."""
+    different texts, so its passage ids are staged twice with different rows (the old ``DISTINCT ON`` kept either).
+    Its passages are picked one id at a time, by their own texts, so that they are all windows of the article text
+    ``articles.sql`` kept is a fact of this sample (checked here), not a rule of the SQL."""
     con = _staging(staged, "title_map", "articles")
     differ = con.sql("SELECT count(*) FROM (SELECT passage_id FROM stg_passages GROUP BY 1 "
                      "HAVING count(DISTINCT text) > 1)").fetchall()[0][0]
@@ -222,19 +223,20 @@ def test_passages_merge_equals_the_window_form_on_the_real_staged_passages(stage
     assert twice > 0 and no_qid > 0, (twice, no_qid)
     rows, only_ref, only_new = _same_rows(con, WINDOW_PASSAGES, "passages")
     assert rows > 5_000 and only_ref == 0 and only_new == 0
-    by_article = con.sql("SELECT count(*) FROM new JOIN stg_passages AS s USING (passage_id) "
-                         "WHERE s.qid IS NULL AND new.qid IS NOT NULL").fetchall()[0][0]
+    by_article = con.sql("SELECT count(*) FROM new WHERE qid IS NOT NULL AND passage_id NOT IN "
+                         "(SELECT passage_id FROM stg_passages WHERE qid IS NOT NULL)").fetchall()[0][0]
     assert by_article > 0
     ids = [r[0] for r in con.sql((SQL_KB / "passages.sql").read_text()).fetchall()]
     assert ids == sorted(ids) and len(ids) == rows
-    twice = con.sql("SELECT p.text, a.text FROM new AS p JOIN kb_articles AS a USING (page_id) WHERE p.page_id IN "
-                    "(SELECT page_id FROM stg_articles GROUP BY 1 HAVING count(DISTINCT text) > 1)").fetchall()
-    assert twice and all(p in " ".join(a.split()) for p, a in twice)
+    page_twice = con.sql("SELECT p.text, a.text FROM new AS p JOIN kb_articles AS a USING (page_id) WHERE p.page_id "
+                         "IN (SELECT page_id FROM stg_articles GROUP BY 1 HAVING count(DISTINCT text) > 1)").fetchall()
+    assert page_twice and all(p in " ".join(a.split()) for p, a in page_twice)
 
 
 def test_passages_merge_keeps_the_first_row_of_an_id_staged_twice() -> None:
-    """What the real staging does not hold: one passage id staged with different rows. The row of the lowest
-    priority wins, then of the smallest source tag, title, text and qid; the qid of the article fills a NULL one."""
+    """Rows written to pin each key of the pick: the row of the lowest priority wins (7-0), then of the smallest
+    source tag (9-0, against a smaller text), title (9-1), text (7-1) and qid, a NULL qid last (7-0, 10-0); the qid
+    of the article fills a NULL one."""
     con = duckdb.connect()
     con.execute("""CREATE TEMP TABLE stg_passages AS SELECT * FROM (VALUES
         ('7-0', 7, 'Seven', NULL, 'later text', 2, 'a'),
@@ -242,11 +244,19 @@ def test_passages_merge_keeps_the_first_row_of_an_id_staged_twice() -> None:
         ('7-0', 7, 'Seven', 'Q8', 'old text', 1, 'b'),
         ('7-1', 7, 'Seven', NULL, 'b text', 1, 'wiki'),
         ('7-1', 7, 'Seven', NULL, 'a text', 1, 'wiki'),
-        ('8-0', 8, 'Eight', NULL, 'only', 1, 'wiki')
+        ('8-0', 8, 'Eight', NULL, 'only', 1, 'wiki'),
+        ('9-0', 9, 'Nine', NULL, 'z text', 1, 'a'),
+        ('9-0', 9, 'Nine', NULL, 'a text', 1, 'b'),
+        ('9-1', 9, 'Nine B', NULL, 'x text', 1, 'a'),
+        ('9-1', 9, 'Nine A', NULL, 'y text', 1, 'a'),
+        ('10-0', 10, 'Ten', NULL, 't', 1, 'a'),
+        ('10-0', 10, 'Ten', 'Q3', 't', 1, 'a')
     ) AS t(passage_id, page_id, title, qid, text, prio, _src)""")
-    con.execute("CREATE TEMP TABLE kb_articles AS SELECT * FROM (VALUES (7, 'Q7'), (8, 'Q8')) AS t(page_id, qid)")
+    con.execute("CREATE TEMP TABLE kb_articles AS SELECT * FROM (VALUES (7, 'Q7'), (8, 'Q8'), (9, 'Q90')) "
+                "AS t(page_id, qid)")
     rows, only_ref, only_new = _same_rows(con, WINDOW_PASSAGES, "passages")
-    assert (rows, only_ref, only_new) == (3, 0, 0)
+    assert (rows, only_ref, only_new) == (6, 0, 0)
     got = con.sql((SQL_KB / "passages.sql").read_text()).fetchall()
-    assert got == [("7-0", 7, "Seven", "Q8", "old text"), ("7-1", 7, "Seven", "Q7", "a text"),
-                   ("8-0", 8, "Eight", "Q8", "only")]
+    assert got == [("10-0", 10, "Ten", "Q3", "t"), ("7-0", 7, "Seven", "Q8", "old text"),
+                   ("7-1", 7, "Seven", "Q7", "a text"), ("8-0", 8, "Eight", "Q8", "only"),
+                   ("9-0", 9, "Nine", "Q90", "z text"), ("9-1", 9, "Nine A", "Q90", "y text")]
