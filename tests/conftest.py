@@ -117,6 +117,19 @@ def sample_kb(session_home: Path, data_root: Path, prefect_harness) -> str:
     return ref.version
 
 
+@pytest.fixture(scope="session")
+def tog_kb_template(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> tuple[Path, str]:
+    """``(warehouse, version)`` of ``kbkit.build_tog_kb``'s KB with its dense entity and entity BM25 indexes,
+    built once per pytest run and shared by the xdist workers (in the folder above theirs); read-only: copy it
+    with ``kbkit.copy_tog_kb`` to run anything in it."""
+    from tests.unit.kbkit import build_tog_template
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # each worker's basetemp is <run's basetemp>/popen-gwN
+    return build_tog_template(shared, data_root)
+
+
 @pytest.fixture()
 def kb_home(sample_kb: str, session_home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """LINKEDQA_HOME pointed at the session warehouse holding the sample KB; returns the KB version."""

@@ -3,10 +3,11 @@ questions whose topic entities the KB holds (real dense entity index, real DuckD
 ``anchorrag`` through the real Prefect flow on the noisy split, with the ``tog`` metrics recomputed from the stored
 predictions and every ``sql/checks`` query returning no rows.
 
-The KB is ``kbkit.build_tog_kb`` (a subset of the sample KB's inputs, published in a warehouse of its own), so the
-dense entity index builds in seconds. Bounds for a 2-core machine without AVX-512 (the engine reads ~150 prompt
-tokens/s): one question to both methods (the one whose country the 0.5B model names), depth 1, completion bounds
-of 128/96 tokens per call; one more question through the flow.
+The KB is ``kbkit.build_tog_kb`` (a subset of the sample KB's inputs, copied from the run's ``tog_kb_template``
+into a warehouse of its own), so its dense entity index is built once per run, not per test module. Bounds for
+a 2-core machine without AVX-512 (the engine reads ~150 prompt tokens/s): one question to both methods (the one
+whose country the 0.5B model names), depth 1, completion bounds of 128/96 tokens per call; one more question
+through the flow.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 from storage import layout
 from storage.manifest import read_manifest
 from storage.parquet_io import read_table
-from tests.unit.kbkit import build_tog_kb
+from tests.unit.kbkit import copy_tog_kb
 
 pytestmark = pytest.mark.llm
 
@@ -35,8 +36,8 @@ def tog_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tog_kb(tog_home: Path, data_root: Path) -> str:
-    return build_tog_kb(tog_home, data_root, "togkb")
+def tog_kb(tog_home: Path, tog_kb_template: tuple[Path, str]) -> str:
+    return copy_tog_kb(tog_kb_template, tog_home)
 
 
 @pytest.fixture()

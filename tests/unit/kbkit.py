@@ -1,5 +1,5 @@
 """Shared test helpers: small real KBs built in-process (LitWD1K for the KG/KGQA tests, ``build_tog_kb`` for the
-open-world KGQA tests).
+open-world KGQA tests and, through the ``tog_kb_template`` fixture, for the dense-index tests).
 
 LitWD1K: triples + labels/aliases + Wikidata properties.
 
@@ -8,6 +8,8 @@ Used by the KG and KGQA unit tests (module-scoped fixtures), so both exercise th
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from tasks.kb.merge import merge_and_publish
@@ -54,3 +56,42 @@ def build_tog_kb(root: Path, data_root: Path, name: str) -> str:
             stage_shard(plan.version, spec, shard, root=root)
     merge_and_publish(plan, root=root, threads=2, log=lambda m: None)
     return plan.version
+
+
+#: The ``build_tog_kb`` name of the KB the ``tog_kb_template`` fixture builds (tests/conftest.py).
+TOG_KB_NAME = "togkb"
+
+
+def build_tog_template(shared: Path, data_root: Path) -> tuple[Path, str]:
+    """``build_tog_kb`` with its dense entity and entity BM25 indexes, built once under ``shared`` for every
+    process that asks (the xdist workers of one pytest run); returns ``(warehouse, KB version)``.
+
+    The first caller builds it in a temporary folder renamed into place; the others wait on a file lock and
+    reuse it. Encoding the 6,388 entity texts is ~30 s on 2 cores, and the AnchorRAG unit tests, the AnchorRAG
+    end-to-end tests and the dense-index tests all need them. Tests never write to it: they copy it
+    (:func:`copy_tog_kb`) or only read its index files.
+    """
+    from filelock import FileLock  # heavy: only the tests that need the template take the lock
+
+    from tasks.search.kb_indexes import ensure_index
+
+    folder, version_file = shared / "tog-template", shared / "tog-template.version"
+    with FileLock(str(shared / "tog-template.lock"), timeout=900):
+        if not version_file.is_file():
+            tmp = shared / f"tog-template.building-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            version = build_tog_kb(tmp / "warehouse", data_root, TOG_KB_NAME)
+            for kind in ("entity-dense", "entity-bm25"):
+                ensure_index(version, kind, tmp / "warehouse")
+            shutil.rmtree(folder, ignore_errors=True)
+            tmp.rename(folder)
+            version_file.write_text(version)
+    return folder / "warehouse", version_file.read_text()
+
+
+def copy_tog_kb(template: tuple[Path, str], root: Path) -> str:
+    """Copy the template warehouse (:func:`build_tog_template`) to ``root`` (a warehouse of the test's own, so
+    its runs and catalog stay apart); returns the KB version. The template holds no catalog and no file in it
+    names its folder, so the copy is a KB of its own."""
+    shutil.copytree(template[0], root)
+    return template[1]

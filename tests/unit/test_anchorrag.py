@@ -1,8 +1,9 @@
 """AnchorRAG / ToG / CoT agents: control flow with a scripted LLM over a real KB, real SBERT, real FAISS and BM25.
 
-The KB is ``kbkit.build_tog_kb`` (the sample KB's real Wikidata entity documents, property labels, title map and
-KGTK names); questions are real WebQuestions/CWQ test questions whose topic entities that KB holds. Only the LLM
-is scripted (allowed for agent control flow): it reads each prompt and answers in the paper's output shapes.
+The KB is ``kbkit.build_tog_kb`` (copied from the run's ``tog_kb_template``: the sample KB's real Wikidata entity
+documents, property labels, title map and KGTK names); questions are real WebQuestions/CWQ test questions whose
+topic entities that KB holds. Only the LLM is scripted (allowed for agent control flow): it reads each prompt and
+answers in the paper's output shapes.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from tasks.methods.anchorrag.settings import AnchorRagSettings, TogSettings
 from tasks.methods.base import MethodContext, UnknownSetting
 from tasks.methods.registry import get_method
 from tasks.methods.runtime import run_agents
-from tests.unit.kbkit import build_tog_kb
+from tests.unit.kbkit import copy_tog_kb
 
 
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> tuple[Path, str]:
+def kb(tmp_path_factory: pytest.TempPathFactory, tog_kb_template: tuple[Path, str]) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("togkb") / "warehouse"
-    return root, build_tog_kb(root, data_root, "togtest")
+    return root, copy_tog_kb(tog_kb_template, root)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,10 @@
 """The approximate dense index (IVF-PQ) against exact search, on real MiniLM embeddings of real Wikidata entities.
 
-Entities: LiterallyWikidata labels and descriptions (the same files as ``test_search.py``), embedded with the
-real model; FAISS is real. Speed is measured in ``tests/bench/bench_dense.py``, not here.
+Vectors: the dense entity index AnchorRAG builds for ``kbkit.build_tog_kb``'s KB (the run's ``tog_kb_template``:
+3,194 real Wikidata entities, a name vector and a ``"name: description"`` vector each, real all-MiniLM-L6-v2),
+read back from its flat FAISS file instead of encoded again. The name vectors of ``N_QUERIES`` entities are held
+out as queries (a bare keyword, as AnchorRAG searches); the other 5,988 vectors are the indexed ones. FAISS is
+real. Speed is measured in ``tests/bench/bench_dense.py``, not here.
 """
 
 from __future__ import annotations
@@ -12,46 +15,44 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from storage import layout
 from tasks.search import dense_ann
 from tasks.search.dense_ann import ArraySource, DenseSpec, DenseSpecError, EncodedTexts, build_faiss, resolve_spec
-from tasks.search.passages import DenseIndex, encode
+from tasks.search.passages import DOCS_FILE, DenseIndex
 
-N = 6000
 N_QUERIES = 400
 K = 20  # AnchorRAG: n_candidates = 10 entities per keyword, searched as 2 x 10 vectors (dense_entity_hits)
 #: IVF-PQ at this size: 64 lists, 64 one-byte codes per vector, 16 lists probed.
 SPEC = "ivfpq:nlist=64,m=64,nbits=8,nprobe=16"
 #: Measured with SPEC on these vectors (two runs, same values; AMD EPYC 2 cores, FAISS 1.15.1): top-K overlap with
-#: flat 0.736, top-1 agreement 0.830. The test asserts 0.1 below each. Lower than on the sample KB (bench_dense):
-#: 6,000 training vectors under-train the 256-centroid PQ codebooks.
-MEASURED_OVERLAP = 0.736
-MEASURED_TOP1 = 0.830
-
-
-def _read_tsv(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            qid, sep, value = line.rstrip("\n").partition("\t")
-            if sep:
-                out[qid] = value
-    return out
+#: flat 0.813, top-1 agreement 0.897. The test asserts 0.1 below each. Lower than on the sample KB (bench_dense):
+#: 5,988 training vectors under-train the 256-centroid PQ codebooks.
+MEASURED_OVERLAP = 0.813
+MEASURED_TOP1 = 0.897
 
 
 @pytest.fixture(scope="module")
-def real_vectors(data_root: Path) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
-    """``(ids, texts, vectors, query vectors)``: N random entities' ``"label: description"`` embeddings and the
-    embeddings of N_QUERIES of their labels alone (the keyword-like queries AnchorRAG sends)."""
-    folder = data_root / "literallywikidata" / "Entities"
-    labels = _read_tsv(folder / "entity_labels_en.txt")
-    descriptions = _read_tsv(folder / "entity_wikidata_descriptions_en.txt")
-    qids = random.Random(7).sample(sorted(labels), N)
-    texts = [f"{labels[q]}: {descriptions[q]}" if descriptions.get(q) else labels[q] for q in qids]
-    vectors = encode(texts, batch_size=128)
-    queries = encode([labels[q] for q in qids[:N_QUERIES]], batch_size=128)
-    return qids, texts, vectors, queries
+def real_vectors(tog_kb_template: tuple[Path, str]) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    """``(ids, texts, vectors, query vectors)``: every vector of the template KB's dense entity index but the
+    name vectors of N_QUERIES random entities, and those held-out name vectors as queries."""
+    import faiss  # heavy: faiss (reads the template's flat index back)
+
+    warehouse, version = tog_kb_template
+    folder = layout.index_kind_dir(version, "entity-dense", warehouse)
+    index = faiss.read_index(str(folder / "index.faiss"))
+    assert index.metric_type == faiss.METRIC_INNER_PRODUCT and index.ntotal == 6388
+    every = index.reconstruct_n(0, index.ntotal)
+    ids = pq.read_table(folder / "ids.parquet", columns=["id"]).column("id").to_pylist()
+    texts = pa.ipc.open_file(str(folder / DOCS_FILE)).read_all().column("text").to_pylist()
+    names = [i for i, x in enumerate(ids) if "|" not in x]
+    held = set(random.Random(7).sample(names, N_QUERIES))
+    keep = [i for i in range(len(ids)) if i not in held]
+    return ([ids[i] for i in keep], [texts[i] for i in keep], np.ascontiguousarray(every[keep]),
+            np.ascontiguousarray(every[sorted(held)]))
 
 
 def test_resolve_spec_chooses_by_size_and_reads_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,17 +89,17 @@ def test_ivfpq_builds_persists_reopens_and_overlaps_flat(real_vectors, tmp_path:
     assert {"index.faiss", "ids.parquet", "_done.json"} <= set(os.listdir(folder))
     assert not [p for p in tmp_path.iterdir() if ".building-" in p.name or ".stale-" in p.name]
     meta = json.loads((folder / "_done.json").read_text())
-    assert meta["kind"] == DenseIndex.ANN_KIND and meta["doc_count"] == N
-    assert meta["ann"] == resolve_spec(SPEC, N).identity()
+    assert meta["kind"] == DenseIndex.ANN_KIND and meta["doc_count"] == len(ids)
+    assert meta["ann"] == resolve_spec(SPEC, len(ids)).identity()
     assert meta["ann"]["nlist"] == 64 and meta["ann"]["m"] == 64 and meta["ann"]["nprobe"] == 16
-    assert meta["train_size"] == N and meta["train_s"] >= 0
+    assert meta["train_size"] == len(ids) and meta["train_s"] >= 0
     # on disk: 64 one-byte codes + an 8-byte id per vector, against 1,536 B of float32 for flat
     ann_bytes = (folder / "index.faiss").stat().st_size
     flat_bytes = (tmp_path / "flat" / "index.faiss").stat().st_size
     assert ann_bytes < flat_bytes / 8, (ann_bytes, flat_bytes)
     # reopened (memory-mapped where FAISS allows it), nprobe restored from the marker
     again = DenseIndex.open(folder)
-    assert again.spec == ann.spec and len(again) == N
+    assert again.spec == ann.spec and len(again) == len(ids)
     import faiss  # heavy: faiss (the test reads the live parameter)
 
     assert faiss.extract_index_ivf(again._index).nprobe == 16
@@ -131,11 +132,11 @@ def test_encoded_texts_encode_each_text_once(real_vectors) -> None:
         calls.append(len(batch))
         return vectors[[int(t.split("\t", 1)[0]) for t in batch]]
 
-    spec = resolve_spec("ivfpq:nlist=32,m=32,nprobe=8", N)
+    spec = resolve_spec("ivfpq:nlist=32,m=32,nprobe=8", len(texts))
     spec = DenseSpec(spec.factory, spec.nprobe, spec.ef_search, train_size=2000, seed=3)
     source = EncodedTexts(texts, lookup, vectors.shape[1])
     from_texts, stats = build_faiss(source, spec, chunk=1500)
-    assert source.encoded == N == sum(calls) and stats["train_size"] == 2000
+    assert source.encoded == len(texts) == sum(calls) and stats["train_size"] == 2000
     from_array, _ = build_faiss(ArraySource(vectors), spec, chunk=1500)
     a, b = from_texts.search(queries, K)[1], from_array.search(queries, K)[1]
     # same training sample, same codes; only the coarse quantizer's HNSW graph, built by parallel threads, may
