@@ -102,19 +102,46 @@ def session_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return h
 
 
+def _run_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder shared by every process of this pytest run: the run's basetemp, above the xdist workers' own."""
+    shared = tmp_path_factory.getbasetemp()
+    return shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared  # a worker's is <basetemp>/popen-gwN
+
+
 @pytest.fixture(scope="session")
-def sample_kb(session_home: Path, data_root: Path, prefect_harness) -> str:
-    """Build the sample KB from every real file once per session (through the real Prefect flow)."""
+def sample_kb(session_home: Path, data_root: Path, prefect_harness, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The sample KB built from every real file once per pytest run, through the real Prefect flow.
+
+    The first xdist worker that needs it builds it in a warehouse of the run's shared folder (under a file lock);
+    every worker copies that warehouse into its own ``session_home`` and rebuilds the catalog there, the only file
+    that names its folder (each worker's tests write runs into their own ``session_home``).
+    """
+    import shutil
+
+    from filelock import FileLock  # heavy: only the sessions that need the sample KB take the lock
+
     from flows.build_kb import build_kb
+    from storage.catalog import refresh_catalog
     from tasks.kb.plan import make_plan, sample_inputs
 
-    mp = pytest.MonkeyPatch()
-    mp.setenv("LINKEDQA_HOME", str(session_home))
-    try:
-        ref = build_kb(make_plan("sample", sample_inputs(data_root)), workers=1)
-    finally:
-        mp.undo()
-    return ref.version
+    shared = _run_shared_dir(tmp_path_factory)
+    built, version_file = shared / "sample-kb", shared / "sample-kb.version"
+    with FileLock(str(shared / "sample-kb.lock"), timeout=1800):
+        if not version_file.is_file():
+            tmp = shared / f"sample-kb.building-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            mp = pytest.MonkeyPatch()
+            mp.setenv("LINKEDQA_HOME", str(tmp / "warehouse"))
+            try:
+                ref = build_kb(make_plan("sample", sample_inputs(data_root)), workers=1)
+            finally:
+                mp.undo()
+            tmp.rename(built)
+            version_file.write_text(ref.version)
+    shutil.copytree(built / "warehouse", session_home, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(layout.catalog_path(session_home).name))
+    refresh_catalog(session_home)
+    return version_file.read_text()
 
 
 @pytest.fixture(scope="session")
@@ -124,10 +151,7 @@ def tog_kb_template(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -
     with ``kbkit.copy_tog_kb`` to run anything in it."""
     from tests.unit.kbkit import build_tog_template
 
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # each worker's basetemp is <run's basetemp>/popen-gwN
-    return build_tog_template(shared, data_root)
+    return build_tog_template(_run_shared_dir(tmp_path_factory), data_root)
 
 
 @pytest.fixture()
