@@ -361,8 +361,8 @@ class DenseIndex:
             chunk: Texts encoded and added per step (bounds memory besides the index itself).
             device: Torch device (default: GPU when present).
             extra_meta: More keys for the done-marker.
-            desc: Label of the build's progress reporter (texts encoded / total, per chunk; default: the
-                folder name).
+            desc: Label of the build's progress reporter (texts encoded / total, updated every
+                ``EncodedTexts.STEP`` texts; default: the folder name).
             index: Structure (``dense_ann.resolve_spec``): ``"auto"``, ``"flat"``, ``"ivfpq[:k=v,...]"`` or a
                 ``DenseSpec``; default ``$LINKEDQA_DENSE_INDEX``, else ``auto`` (flat up to
                 ``FLAT_MAX_VECTORS`` texts).
@@ -498,7 +498,11 @@ class DenseIndex:
                 index, stats = build_faiss(source, spec, chunk=chunk)
             else:
                 with progress(label, total=len(source), unit="text") as bar:
-                    index, stats = build_faiss(source, spec, chunk=chunk, on_chunk=bar.update)
+                    if isinstance(source, EncodedTexts):  # texts as they are encoded, not once per chunk
+                        source.on_encoded = bar.update
+                        index, stats = build_faiss(source, spec, chunk=chunk)
+                    else:
+                        index, stats = build_faiss(source, spec, chunk=chunk, on_chunk=bar.update)
             faiss.write_index(index, str(tmp / "index.faiss"))
             id_col = ids.cast(pa.string()) if isinstance(ids, pa.ChunkedArray | pa.Array) else pa.array(
                 list(ids), type=pa.string())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -134,9 +135,12 @@ def test_encoded_texts_encode_each_text_once(real_vectors) -> None:
 
     spec = resolve_spec("ivfpq:nlist=32,m=32,nprobe=8", len(texts))
     spec = DenseSpec(spec.factory, spec.nprobe, spec.ef_search, train_size=2000, seed=3)
-    source = EncodedTexts(texts, lookup, vectors.shape[1])
+    reported: list[int] = []
+    source = EncodedTexts(texts, lookup, vectors.shape[1], on_encoded=reported.append)
     from_texts, stats = build_faiss(source, spec, chunk=1500)
     assert source.encoded == len(texts) == sum(calls) and stats["train_size"] == 2000
+    # encode is called on at most STEP texts, and each call is reported: the 2,000-text sample takes two
+    assert reported == calls and max(calls) <= EncodedTexts.STEP and calls[:2] == [EncodedTexts.STEP, 976]
     from_array, _ = build_faiss(ArraySource(vectors), spec, chunk=1500)
     a, b = from_texts.search(queries, K)[1], from_array.search(queries, K)[1]
     # same training sample, same codes; only the coarse quantizer's HNSW graph, built by parallel threads, may
@@ -152,3 +156,23 @@ def test_bad_dense_specs_fail_clearly(real_vectors, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="differ in length"):
         DenseIndex.from_vectors(tmp_path / "bad2", ids[:10], vectors[:11], index="flat")
     assert not (tmp_path / "bad").exists() and not [p for p in tmp_path.iterdir() if ".building-" in p.name]
+
+
+def test_a_build_from_texts_shows_progress_as_texts_are_encoded(real_vectors, tmp_path: Path, monkeypatch,
+                                                                 capsys) -> None:
+    """``DenseIndex.build``'s progress moves every ``EncodedTexts.STEP`` texts, not once per 8,192-text chunk (a
+    chunk of passages takes minutes on 2 cores). The model is looked up instead of run (real vectors)."""
+    from tasks import progress as P
+    from tasks.search import passages
+
+    _ids, texts, vectors, _ = real_vectors
+    texts = [f"{i}\t{t}" for i, t in enumerate(texts)]
+    monkeypatch.setattr(passages, "encode", lambda batch, **_: vectors[[int(t.split("\t", 1)[0]) for t in batch]])
+    monkeypatch.setattr(P, "HEARTBEAT_S", 0)
+    monkeypatch.setenv("LINKEDQA_PROGRESS", "plain")
+    index = DenseIndex.build(tmp_path / "flat", [str(i) for i in range(len(texts))], texts, desc="held-out test")
+    assert len(index) == len(texts) == 5988
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[encode held-out test")]
+    counts = [int(m.replace(",", "")) for ln in lines for m in re.findall(r"\] ([\d,]+)/5,988 text", ln)]
+    assert len(counts) >= 4 and counts == sorted(counts) and counts[0] <= 2 * EncodedTexts.STEP, lines
+    assert "done: 5,988/5,988" in lines[-1], lines
