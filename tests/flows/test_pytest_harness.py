@@ -59,7 +59,8 @@ def test_a_server_left_running_on_an_xdist_worker_fails_the_run(tmp_path: Path) 
     """The session guard kills a server a test left behind and fails the run, under pytest-xdist too (a worker's
     own exit status is ignored by the controller: the worker hands its findings over)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(LINKEDQA_HOME=str(tmp_path / "wh"))
+    # the probe sleeps and never goes by itself: the guard's grace period for a leaked server would only add 30 s
+    env.update(LINKEDQA_HOME=str(tmp_path / "wh"), LINKEDQA_TEST_LEAK_GRACE_S="2")
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider",
                           "--timeout=120", str(ROOT / "tests" / "flows" / "leak_probe.py")], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
