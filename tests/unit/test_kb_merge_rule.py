@@ -193,14 +193,19 @@ def test_claims_merge_rule_on_nulls_and_priorities_beyond_ascii() -> None:
                    ("P3", "string", "deprecated", "early")]
 
 
+def _assert_keys_staged_twice_and_rows_without_qid(con: duckdb.DuckDBPyConnection, table: str, key: str) -> None:
+    """The staged ``table`` has keys staged more than once and rows with no qid: both sides of the merge rule."""
+    twice, no_qid = con.sql(f"SELECT (SELECT count(*) FROM (SELECT {key} FROM {table} GROUP BY 1 HAVING count(*) > 1)),"
+                            f" count(*) FILTER (WHERE qid IS NULL) FROM {table}").fetchall()[0]
+    assert twice > 0 and no_qid > 0, (table, twice, no_qid)
+
+
 def test_articles_merge_equals_the_window_form_on_the_real_staged_articles(staged) -> None:
     """The articles of every real sample input (the enwiki dumps, CMU's article texts) and the title map of its
     sources; ``articles.sql`` gives exactly the rows of the window form, with page ids staged twice among them and
     qids found through the title map, exactly and case-insensitively."""
     con = _staging(staged, "title_map")
-    twice, no_qid = con.sql("SELECT (SELECT count(*) FROM (SELECT page_id FROM stg_articles GROUP BY 1 HAVING "
-                            "count(*) > 1)), count(*) FILTER (WHERE qid IS NULL) FROM stg_articles").fetchall()[0]
-    assert twice > 0 and no_qid > 0, (twice, no_qid)
+    _assert_keys_staged_twice_and_rows_without_qid(con, "stg_articles", "page_id")
     rows, only_ref, only_new = _same_rows(con, WINDOW_ARTICLES, "articles")
     assert rows > 200 and only_ref == 0 and only_new == 0
     by_map = con.sql("SELECT count(*) FROM new JOIN stg_articles AS s USING (page_id, title) "
@@ -218,9 +223,7 @@ def test_passages_merge_equals_the_window_form_on_the_real_staged_passages(stage
     differ = con.sql("SELECT count(*) FROM (SELECT passage_id FROM stg_passages GROUP BY 1 "
                      "HAVING count(DISTINCT text) > 1)").fetchall()[0][0]
     assert differ > 0
-    twice, no_qid = con.sql("SELECT (SELECT count(*) FROM (SELECT passage_id FROM stg_passages GROUP BY 1 HAVING "
-                            "count(*) > 1)), count(*) FILTER (WHERE qid IS NULL) FROM stg_passages").fetchall()[0]
-    assert twice > 0 and no_qid > 0, (twice, no_qid)
+    _assert_keys_staged_twice_and_rows_without_qid(con, "stg_passages", "passage_id")
     rows, only_ref, only_new = _same_rows(con, WINDOW_PASSAGES, "passages")
     assert rows > 5_000 and only_ref == 0 and only_new == 0
     by_article = con.sql("SELECT count(*) FROM new WHERE qid IS NOT NULL AND passage_id NOT IN "
