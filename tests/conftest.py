@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -96,62 +98,79 @@ def cli_session_api(prefect_api: str) -> None:
 
 @pytest.fixture(scope="session")
 def session_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A LINKEDQA_HOME shared by the session's end-to-end tests (sample KB built once)."""
+    """A LINKEDQA_HOME shared by the session's end-to-end tests (the sample KB copied into it once)."""
     h = tmp_path_factory.mktemp("session_home") / "warehouse"
     h.mkdir()
     return h
 
 
-def _run_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder shared by every process of this pytest run: the run's basetemp, above the xdist workers' own."""
+def _run_shared_dir(tmp_path_factory: pytest.TempPathFactory, config: pytest.Config) -> Path:
+    """A folder shared by every process of this pytest run: the run's basetemp, above the xdist workers' own
+    (``<basetemp>/popen-gwN``). Told by the worker's own config, not by ``PYTEST_XDIST_WORKER``, which a nested
+    pytest started by a test inherits."""
     shared = tmp_path_factory.getbasetemp()
-    return shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared  # a worker's is <basetemp>/popen-gwN
+    return shared.parent if hasattr(config, "workerinput") else shared
+
+
+def build_once(shared: Path, name: str, build: Callable[[Path], str]) -> tuple[Path, str]:
+    """``(folder, version)`` of what ``build(folder)`` makes, built once for every process of the run.
+
+    The first caller builds in ``<name>.building-<pid>``, writes the returned version into it and renames it to
+    ``<name>`` (atomic: the folder exists only when complete); the others wait on ``<name>.lock`` and reuse it.
+    A builder that died leaves only its own ``.building-`` folder.
+    """
+    from filelock import FileLock  # heavy: only the sessions that need a shared build take the lock
+
+    done = shared / name
+    with FileLock(str(shared / f"{name}.lock"), timeout=1800):
+        if not done.is_dir():
+            tmp = shared / f"{name}.building-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            (tmp / "VERSION").write_text(build(tmp))
+            tmp.rename(done)
+    return done, (done / "VERSION").read_text()
 
 
 @pytest.fixture(scope="session")
-def sample_kb(session_home: Path, data_root: Path, prefect_harness, tmp_path_factory: pytest.TempPathFactory) -> str:
+def sample_kb(session_home: Path, data_root: Path, prefect_harness, tmp_path_factory: pytest.TempPathFactory,
+              pytestconfig: pytest.Config) -> str:
     """The sample KB built from every real file once per pytest run, through the real Prefect flow.
 
-    The first xdist worker that needs it builds it in a warehouse of the run's shared folder (under a file lock);
+    The first xdist worker that needs it builds it in a warehouse of the run's shared folder (:func:`build_once`);
     every worker copies that warehouse into its own ``session_home`` and rebuilds the catalog there, the only file
     that names its folder (each worker's tests write runs into their own ``session_home``).
     """
-    import shutil
-
-    from filelock import FileLock  # heavy: only the sessions that need the sample KB take the lock
-
     from flows.build_kb import build_kb
     from storage.catalog import refresh_catalog
     from tasks.kb.plan import make_plan, sample_inputs
 
-    shared = _run_shared_dir(tmp_path_factory)
-    built, version_file = shared / "sample-kb", shared / "sample-kb.version"
-    with FileLock(str(shared / "sample-kb.lock"), timeout=1800):
-        if not version_file.is_file():
-            tmp = shared / f"sample-kb.building-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            mp = pytest.MonkeyPatch()
-            mp.setenv("LINKEDQA_HOME", str(tmp / "warehouse"))
-            try:
-                ref = build_kb(make_plan("sample", sample_inputs(data_root)), workers=1)
-            finally:
-                mp.undo()
-            tmp.rename(built)
-            version_file.write_text(ref.version)
+    def build(folder: Path) -> str:
+        mp = pytest.MonkeyPatch()
+        mp.setenv("LINKEDQA_HOME", str(folder / "warehouse"))
+        try:
+            return build_kb(make_plan("sample", sample_inputs(data_root)), workers=1).version
+        finally:
+            mp.undo()
+
+    built, version = build_once(_run_shared_dir(tmp_path_factory, pytestconfig), "sample-kb", build)
     shutil.copytree(built / "warehouse", session_home, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns(layout.catalog_path(session_home).name))
     refresh_catalog(session_home)
-    return version_file.read_text()
+    return version
 
 
 @pytest.fixture(scope="session")
-def tog_kb_template(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> tuple[Path, str]:
+def tog_kb_template(tmp_path_factory: pytest.TempPathFactory, data_root: Path,
+                    pytestconfig: pytest.Config) -> tuple[Path, str]:
     """``(warehouse, version)`` of ``kbkit.build_tog_kb``'s KB with its dense entity and entity BM25 indexes,
-    built once per pytest run and shared by the xdist workers (in the folder above theirs); read-only: copy it
-    with ``kbkit.copy_tog_kb`` to run anything in it."""
+    built once per pytest run and shared by the xdist workers (:func:`build_once`); read-only: copy it with
+    ``kbkit.copy_tog_kb`` to run anything in it."""
     from tests.unit.kbkit import build_tog_template
 
-    return build_tog_template(_run_shared_dir(tmp_path_factory), data_root)
+    built, version = build_once(_run_shared_dir(tmp_path_factory, pytestconfig), "tog-kb",
+                                lambda folder: build_tog_template(folder / "warehouse", data_root))
+    return built / "warehouse", version
 
 
 @pytest.fixture()

@@ -291,7 +291,7 @@ class EncodedTexts(VectorSource):
         return self._vecs
 
     def chunk(self, start: int, stop: int) -> np.ndarray:
-        """Vectors ``start:stop``: kept training vectors copied, the other texts encoded (one call)."""
+        """Vectors ``start:stop``: kept training vectors copied, the other texts encoded (:attr:`STEP` at a time)."""
         if len(self._pos) == 0:
             return self._run(list(self._texts[start:stop]))
         lo, hi = np.searchsorted(self._pos, [start, stop])

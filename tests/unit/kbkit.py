@@ -62,36 +62,31 @@ def build_tog_kb(root: Path, data_root: Path, name: str) -> str:
 TOG_KB_NAME = "togkb"
 
 
-def build_tog_template(shared: Path, data_root: Path) -> tuple[Path, str]:
-    """``build_tog_kb`` with its dense entity and entity BM25 indexes, built once under ``shared`` for every
-    process that asks (the xdist workers of one pytest run); returns ``(warehouse, KB version)``.
+def build_tog_template(root: Path, data_root: Path) -> str:
+    """``build_tog_kb`` under ``root`` with its dense entity and entity BM25 indexes (flat dense index, whatever
+    ``LINKEDQA_DENSE_INDEX`` says: ``test_dense_ann`` reads its vectors back); returns the KB version.
 
-    The first caller builds it in a temporary folder renamed into place; the others wait on a file lock and
-    reuse it. Encoding the 6,388 entity texts is ~30 s on 2 cores, and the AnchorRAG unit tests, the AnchorRAG
-    end-to-end tests and the dense-index tests all need them. Tests never write to it: they copy it
-    (:func:`copy_tog_kb`) or only read its index files.
+    Built once per pytest run by the ``tog_kb_template`` fixture (tests/conftest.py): encoding the 6,388 entity
+    texts is ~30 s on 2 cores, and the AnchorRAG unit tests, the AnchorRAG end-to-end tests and the dense-index
+    tests all need them. Tests never write to it: they copy it (:func:`copy_tog_kb`) or only read its files.
     """
-    from filelock import FileLock  # heavy: only the tests that need the template take the lock
-
+    from tasks.search import dense_ann
     from tasks.search.kb_indexes import ensure_index
 
-    folder, version_file = shared / "tog-template", shared / "tog-template.version"
-    with FileLock(str(shared / "tog-template.lock"), timeout=900):
-        if not version_file.is_file():
-            tmp = shared / f"tog-template.building-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            version = build_tog_kb(tmp / "warehouse", data_root, TOG_KB_NAME)
-            for kind in ("entity-dense", "entity-bm25"):
-                ensure_index(version, kind, tmp / "warehouse")
-            shutil.rmtree(folder, ignore_errors=True)
-            tmp.rename(folder)
-            version_file.write_text(version)
-    return folder / "warehouse", version_file.read_text()
+    version = build_tog_kb(root, data_root, TOG_KB_NAME)
+    saved = os.environ.pop(dense_ann.ENV, None)
+    try:
+        for kind in ("entity-dense", "entity-bm25"):
+            ensure_index(version, kind, root)
+    finally:
+        if saved is not None:
+            os.environ[dense_ann.ENV] = saved
+    return version
 
 
 def copy_tog_kb(template: tuple[Path, str], root: Path) -> str:
     """Copy the template warehouse (:func:`build_tog_template`) to ``root`` (a warehouse of the test's own, so
-    its runs and catalog stay apart); returns the KB version. The template holds no catalog and no file in it
-    names its folder, so the copy is a KB of its own."""
-    shutil.copytree(template[0], root)
+    its runs and catalog stay apart), without the KB's staging; returns the KB version. The template holds no
+    catalog and no file in it names its folder, so the copy is a KB of its own."""
+    shutil.copytree(template[0], root, ignore=shutil.ignore_patterns("_staging"))
     return template[1]

@@ -44,6 +44,7 @@ def real_vectors(tog_kb_template: tuple[Path, str]) -> tuple[list[str], list[str
 
     warehouse, version = tog_kb_template
     folder = layout.index_kind_dir(version, "entity-dense", warehouse)
+    assert json.loads((folder / "_done.json").read_text())["ann"]["index"] == "flat", "exact vectors are read back"
     index = faiss.read_index(str(folder / "index.faiss"))
     assert index.metric_type == faiss.METRIC_INNER_PRODUCT and index.ntotal == 6388
     every = index.reconstruct_n(0, index.ntotal)
