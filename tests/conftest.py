@@ -146,12 +146,9 @@ def sample_kb(session_home: Path, data_root: Path, prefect_harness, tmp_path_fac
     from tasks.kb.plan import make_plan, sample_inputs
 
     def build(folder: Path) -> str:
-        mp = pytest.MonkeyPatch()
-        mp.setenv("LINKEDQA_HOME", str(folder / "warehouse"))
-        try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("LINKEDQA_HOME", str(folder / "warehouse"))
             return build_kb(make_plan("sample", sample_inputs(data_root)), workers=1).version
-        finally:
-            mp.undo()
 
     built, version = build_once(_run_shared_dir(tmp_path_factory, pytestconfig), "sample-kb", build)
     shutil.copytree(built / "warehouse", session_home, dirs_exist_ok=True,

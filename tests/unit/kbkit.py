@@ -8,9 +8,10 @@ Used by the KG and KGQA unit tests (module-scoped fixtures), so both exercise th
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
+
+import pytest
 
 from tasks.kb.merge import merge_and_publish
 from tasks.kb.plan import _spec, make_plan
@@ -74,13 +75,10 @@ def build_tog_template(root: Path, data_root: Path) -> str:
     from tasks.search.kb_indexes import ensure_index
 
     version = build_tog_kb(root, data_root, TOG_KB_NAME)
-    saved = os.environ.pop(dense_ann.ENV, None)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(dense_ann.ENV, raising=False)
         for kind in ("entity-dense", "entity-bm25"):
             ensure_index(version, kind, root)
-    finally:
-        if saved is not None:
-            os.environ[dense_ann.ENV] = saved
     return version
 
 
