@@ -32,6 +32,21 @@ SQL_KB = layout.REPO_ROOT / "sql" / "kb"
 MERGE_ORDER = ("aliases", "claims", "labels", "title_map", "properties", "entities", "articles", "passages",
                "redirects", "rejects")
 ROWS_PER_PART = 2_000_000
+#: Rows per Arrow batch streamed out of DuckDB: ``BATCH_ROWS``, or fewer for tables of large rows. Article texts
+#: (whole pages: ~30 kB each in the sample's pages) made 100,000-row batches of more than 2 GiB of strings at 3 M
+#: entities (``make bench-scale``), which DuckDB could not export ("Arrow Appender: The maximum total string size
+#: for regular string buffers is 2147483647") and which held gigabytes in this process.
+BATCH_ROWS = 100_000
+TABLE_BATCH_ROWS = {"articles": 2_000}
+#: Largest slice of a batch conformed to the table's schema at once (its 32-bit string offsets hold 2 GiB).
+MAX_SLICE_BYTES = 256 * 2**20
+
+
+def _slices(batch: pa.RecordBatch, max_bytes: int | None = None) -> list[pa.RecordBatch]:
+    """``batch`` cut into equal row slices of about ``max_bytes`` each (default ``MAX_SLICE_BYTES``)."""
+    n = -(-batch.nbytes // (max_bytes or MAX_SLICE_BYTES)) if batch.num_rows > 1 else 1
+    step = -(-batch.num_rows // n)
+    return [batch.slice(i, step) for i in range(0, batch.num_rows, step)] if n > 1 else [batch]
 
 
 def _staged_files(plan: BuildPlan, root: Path) -> dict[str, list[tuple[Path, str]]]:
@@ -59,11 +74,21 @@ def _register_output(con: duckdb.DuckDBPyConnection, table: str, folder: Path, r
 
 
 def write_query_parts(con: duckdb.DuckDBPyConnection, sql: str, table: str, folder: Path,
-                      rows_per_part: int = ROWS_PER_PART) -> int:
+                      rows_per_part: int = ROWS_PER_PART, batch_rows: int | None = None) -> int:
     """Stream a query's result into ``part-i-of-n.parquet`` files with the table's declared schema.
 
     Parts are written under temporary names and renamed once ``n`` is known; the folder is emptied first, so
-    a re-run after a crash never mixes old and new parts.
+    a re-run after a crash never mixes old and new parts. DuckDB exports strings with 64-bit offsets here (the
+    connection's ``arrow_large_buffer_size`` is turned on), so no batch is too large to export, and each batch is
+    conformed to the schema in slices of at most ``MAX_SLICE_BYTES``.
+
+    Args:
+        con: Connection holding the query's views.
+        sql: The query.
+        table: Declared table name (schema).
+        folder: The table's folder (emptied first).
+        rows_per_part: Rows per part file (a part is closed at the first batch boundary past it).
+        batch_rows: Rows per Arrow batch (default: ``TABLE_BATCH_ROWS`` for the table, else ``BATCH_ROWS``).
 
     Returns:
         Rows written.
@@ -72,7 +97,8 @@ def write_query_parts(con: duckdb.DuckDBPyConnection, sql: str, table: str, fold
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     schema = schema_for(table)
-    reader = con.sql(sql).to_arrow_reader(100_000)
+    con.execute("SET arrow_large_buffer_size = true")
+    reader = con.sql(sql).to_arrow_reader(batch_rows or TABLE_BATCH_ROWS.get(table, BATCH_ROWS))
     tmp_names: list[Path] = []
     writer: PartWriter | None = None
     total = 0
@@ -84,8 +110,8 @@ def write_query_parts(con: duckdb.DuckDBPyConnection, sql: str, table: str, fold
                 tmp = folder / f"_pending-{len(tmp_names):05d}.parquet"
                 tmp_names.append(tmp)
                 writer = PartWriter(table, tmp)
-            tbl = pa.Table.from_batches([batch]).select(schema.names)
-            writer.write_batch(tbl)
+            for piece in _slices(batch):
+                writer.write_batch(pa.Table.from_batches([piece]).select(schema.names))
             total += batch.num_rows
         if writer is not None:
             writer.close()
@@ -137,8 +163,10 @@ def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: s
         mark = f"{table}.json"
         out = layout.kb_table_dir(plan.version, table, root)
         done = read_done(marks, mark)
-        if done is not None:
+        if done is not None:  # merged by an earlier attempt: its rows and, when its marker has them, seconds
             counts[table] = done["rows"]
+            if done.get("seconds") is not None:
+                timings[table] = done["seconds"]
         else:
             t0 = time.perf_counter()
             counts[table] = write_query_parts(con, sql, table, out)
