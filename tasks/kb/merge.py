@@ -42,11 +42,23 @@ TABLE_BATCH_ROWS = {"articles": 2_000}
 MAX_SLICE_BYTES = 256 * 2**20
 
 
+def _compact(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A copy of ``batch`` whose buffers hold its rows alone.
+
+    A slice keeps its parent's 64-bit offsets: a string past the first 2 GiB of the parent's buffer cannot be cast
+    to 32-bit offsets until it is copied.
+    """
+    return pa.RecordBatch.from_arrays([pa.concat_arrays([c]) for c in batch.columns], schema=batch.schema)
+
+
 def _slices(batch: pa.RecordBatch, max_bytes: int | None = None) -> list[pa.RecordBatch]:
-    """``batch`` cut into equal row slices of about ``max_bytes`` each (default ``MAX_SLICE_BYTES``)."""
+    """``batch`` cut into equal row slices of about ``max_bytes`` each (default ``MAX_SLICE_BYTES``).
+
+    Each slice is copied into buffers of its own (:func:`_compact`) when there is more than one.
+    """
     n = -(-batch.nbytes // (max_bytes or MAX_SLICE_BYTES)) if batch.num_rows > 1 else 1
     step = -(-batch.num_rows // n)
-    return [batch.slice(i, step) for i in range(0, batch.num_rows, step)] if n > 1 else [batch]
+    return [_compact(batch.slice(i, step)) for i in range(0, batch.num_rows, step)] if n > 1 else [batch]
 
 
 def _staged_files(plan: BuildPlan, root: Path) -> dict[str, list[tuple[Path, str]]]:
