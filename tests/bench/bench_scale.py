@@ -17,7 +17,7 @@ Input, built from the REAL sample files only (nothing invented but ids and title
   gzip -6 (the ``gzip`` program, fed by a pipe). The mean bytes and statements per entity actually written are
   printed.
 * Wikipedia: the real enwiki pages of ``wikipedia-xml-dump`` (``bench_wikipedia.real_pages``; articles,
-  redirects, disambiguation pages), whole copies written by ``bench_wikipedia.make_dump`` (titles ``"T (c)"`` and
+  redirects, disambiguation pages), whole copies written by ``bench_wikipedia.write_dump`` (titles ``"T (c)"`` and
   page ids rewritten per copy) then bzip2 -9; articles (pages that are not redirects) scale with entities in the
   full dump's ratio (7 M articles per 115 M entities), at least ``--min-pages`` pages.
 
@@ -38,7 +38,10 @@ Prefect server; that fixed start-up is measured by running the first index comma
 * ``kb export-nt --workers W`` to ``.nt.gz`` and ``run search-recall --dataset webqsp-el --split test --limit 200``.
 
 Per step: wall time, peak RSS of the whole process tree (psutil, every 0.2 s, RSS of the step's process and all
-its descendants summed), growth of ``LINKEDQA_HOME`` on disk (allocated blocks). Then, per step, the growth
+its descendants summed), growth of ``LINKEDQA_HOME`` on disk (allocated blocks) and the file system's peak while
+it ran (staging, spill files). Without ``--keep`` a size's inputs are removed once ``kb build`` has read them and
+each index once it is measured (entity-bm25 after search-recall, which searches it), so the disk peak is the build's
+(inputs, staging, KB and spill at once), not the sum of every index. Then, per step, the growth
 exponent (least-squares slope of log(wall - CLI start-up) and log(peak RSS) against log(entities)) over every
 size and between the two largest, and the projection to the full dump (115 M entities, 1.6 B statements, 7 M
 articles) on 16 cores / 64 GB, with its assumptions printed next to the numbers: wall from the larger of the two
@@ -52,6 +55,7 @@ Run: ``.venv/bin/python -m tests.bench.bench_scale [--sizes 10000,100000,300000]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -62,6 +66,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -70,7 +75,7 @@ import psutil
 
 from tests.bench.bench_ingest import real_lines
 from tests.bench.bench_search import OFFSET, rewrite
-from tests.bench.bench_wikipedia import make_dump, real_pages
+from tests.bench.bench_wikipedia import real_pages, write_dump
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL_ENTITIES = 115_000_000
@@ -254,14 +259,63 @@ def page_copies(n: int, pages: list[bytes], min_pages: int) -> int:
     return max(1, math.ceil(min_pages / len(pages)), math.ceil(n * FULL_ARTICLES / FULL_ENTITIES / articles))
 
 
-def start_wikipedia(header: bytes, pages: list[bytes], copies: int,
-                    path: Path) -> tuple[subprocess.Popen, int, int]:
-    """Whole copies of the real pages (``bench_wikipedia.make_dump``), bzip2 -9 in the background;
-    (proc, pages, plain XML bytes)."""
-    plain = path.with_suffix("")  # x.xml
-    size, written = make_dump(header, pages, copies, plain)
-    proc = subprocess.Popen(["bzip2", "-9", "-f", str(plain)])  # -> x.xml.bz2, removes x.xml
-    return proc, written, size
+class WikipediaWriter:
+    """Whole copies of the real pages (``bench_wikipedia.write_dump``) piped through ``bzip2 -9`` into ``path``, by
+    a thread, while the caller writes the Wikidata dump (the plain XML never lands on disk: ~35 GB at 10 M
+    entities); :meth:`wait` gives (pages, plain XML bytes)."""
+
+    def __init__(self, header: bytes, pages: list[bytes], copies: int, path: Path):
+        self._out = open(path, "wb")
+        self.proc = subprocess.Popen(["bzip2", "-9", "-c"], stdin=subprocess.PIPE, stdout=self._out)
+        self.result: tuple[int, int] | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._write, args=(header, pages, copies), daemon=True)
+        self._thread.start()
+
+    def _write(self, header: bytes, pages: list[bytes], copies: int) -> None:
+        try:
+            self.result = write_dump(self.proc.stdin, header, pages, copies)
+        except BaseException as e:  # noqa: BLE001 - raised again by wait()
+            self.error = e
+        finally:
+            with contextlib.suppress(OSError):  # bzip2 gone: wait() says so
+                self.proc.stdin.close()
+
+    def stop(self) -> None:
+        """Kill ``bzip2`` (its writer then fails on the closed pipe) and join both."""
+        self.proc.kill()
+        self._thread.join()
+        self.proc.wait()
+        self._out.close()
+
+    def wait(self) -> tuple[int, int]:
+        """Join the writer and ``bzip2``; (pages, plain XML bytes), or RuntimeError."""
+        self._thread.join()
+        rc = self.proc.wait()
+        self._out.close()
+        if self.error is not None or rc or self.result is None:
+            raise RuntimeError(f"writing the Wikipedia dump failed (bzip2 exit {rc}): {self.error!r}")
+        size, written = self.result
+        return written, size
+
+
+#: Bytes of LINKEDQA_HOME per entity: at the peak of ``kb build`` (staging, the published KB and DuckDB's spill
+#: files at once; measured at 1 M and 3 M, see the README), and with every index of a size kept (``--keep``).
+HOME_PEAK = 8e3
+HOME_KEPT = 8e3
+#: The index ``run search-recall`` searches (its default source): kept until that run, without ``--keep``
+SEARCH_INDEX = "entity-bm25"
+
+
+def drop_index(home: Path, version: str, kind: str) -> int:
+    """Remove a measured index of ``kind`` (without ``--keep``: the indexes of a size are not held together, so the
+    disk peak is the KB plus its largest index, not their sum); the bytes it held."""
+    from storage.layout import index_kind_dir
+
+    folder = index_kind_dir(version, kind, home)
+    size = du(folder) if folder.exists() else 0
+    shutil.rmtree(folder, ignore_errors=True)
+    return size
 
 
 def seek_index_record(home: Path, name: str) -> dict | None:
@@ -304,8 +358,12 @@ def _tree_rss(proc: psutil.Process) -> int:
 
 
 def run_step(argv: list[str], env: dict, log: Path, home: Path) -> dict:
-    """Run one CLI command in its own process group; wall, peak tree RSS, disk growth of ``home``, rc."""
+    """Run one CLI command in its own process group; wall, peak tree RSS, disk growth of ``home`` (net, and its
+    peak while the step ran: the file system's used bytes, every 0.2 s, so DuckDB's spill files, a build's staging
+    and files the step writes outside ``home`` count; so would another program writing to the same disk), rc."""
     d0 = du(home)
+    fs0 = shutil.disk_usage(home).used
+    fs_peak = fs0
     t0 = time.perf_counter()
     with open(log, "wb") as fh:
         p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
@@ -314,6 +372,7 @@ def run_step(argv: list[str], env: dict, log: Path, home: Path) -> dict:
         try:
             while p.poll() is None:
                 peak = max(peak, _tree_rss(ps))
+                fs_peak = max(fs_peak, shutil.disk_usage(home).used)
                 time.sleep(0.2)
         except BaseException:  # Ctrl-C: the whole step, Prefect server and workers included
             _killpg(p.pid)
@@ -328,7 +387,8 @@ def run_step(argv: list[str], env: dict, log: Path, home: Path) -> dict:
         print(f"    WARNING: {len(left)} process(es) of this step still alive 5 s after it exited: "
               f"{[_cmd(q) for q in left]}; killed", flush=True)
         _killpg(p.pid)
-    return {"wall": wall, "rss": peak, "disk": du(home) - d0, "rc": p.returncode, "left_behind": len(left)}
+    return {"wall": wall, "rss": peak, "disk": du(home) - d0, "disk_peak": fs_peak - fs0, "rc": p.returncode,
+            "left_behind": len(left)}
 
 
 def _cmd(q: psutil.Process) -> str:
@@ -468,18 +528,19 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
         for s in results[n]["steps"]:
             if s not in steps:
                 steps.append(s)
-    print("\n== per step: wall / peak RSS (process tree) / disk growth of LINKEDQA_HOME ==")
+    print("\n== per step: wall / peak RSS (process tree) / disk growth of LINKEDQA_HOME (net, and the peak while the "
+          "step ran) ==")
     print(f"(start-up of a CLI step: {startup:.1f} s (the same index command again, already built); it is in every "
           "CLI step's wall below; an index step's exponent and projection use its own build time from its log)")
     for s in steps:
         print(f"\n{s}")
-        print(f"  {'entities':>11} {'wall':>10} {'peak RSS':>10} {'disk':>10}  note")
+        print(f"  {'entities':>11} {'wall':>10} {'peak RSS':>10} {'disk':>10} {'disk peak':>10}  note")
         for n in sizes:
             r = results[n]["steps"].get(s)
             if r is None:
                 continue
-            print(f"  {n:>11,} {_fmt_s(r.get('wall')):>10} {_fmt_b(r.get('rss')):>10} {_fmt_b(r.get('disk')):>10}  "
-                  f"{r.get('note', '')}")
+            print(f"  {n:>11,} {_fmt_s(r.get('wall')):>10} {_fmt_b(r.get('rss')):>10} {_fmt_b(r.get('disk')):>10} "
+                  f"{_fmt_b(r.get('disk_peak')):>10}  {r.get('note', '')}")
     print("\n== growth exponents over the sizes run (slope of log y vs log entities; ~1.0 = linear; "
           "wall is net of the start-up; 'last two': between the two largest sizes, the regime the projection "
           "continues from) ==")
@@ -498,7 +559,7 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
         # over every size would still project growth), and one that starts spilling grows faster there
         ew2 = slope([xs[i] for i in keep[-2:]], [net[i] for i in keep[-2:]]) if len(keep) > 2 else None
         er2 = slope(xs[-2:], rss[-2:]) if len(ns) > 2 else None
-        # the projection never scales better than linearly, nor better than its last decade
+        # the projection never scales better than linearly, nor better than between its two largest sizes
         expo[s] = (max((e for e in (ew, ew2) if e is not None), default=None), er2 if er2 is not None else er)
         flag_r = ""
         if expo[s][1] is not None and expo[s][1] >= 0.2:
@@ -653,20 +714,18 @@ def main() -> int:
           f"{MEAN_STATEMENTS:.1f}); {len(pages)} real pages, mean {page_b / 1e3:.1f} kB")
 
     # disk and time, up front
-    per_entity_home = 8e3  # KB + BM25 + KG stores (5.8 kB/entity measured at 100k-300k; dense adds ~3 kB)
     need = []
     for n in sizes:
         pg = page_copies(n, pages, a.min_pages) * len(pages)
         inputs = n * mean_b / 6.5 + pg * page_b / 4.5  # gzip -6 on this JSON ~6.5x, bzip2 -9 on the XML ~4.5x
-        tmp_xml = pg * page_b
-        need.append((n, inputs, tmp_xml, n * per_entity_home))
-    peak_need = (sum(i + h for _, i, _, h in need) + max(x for *_, x, _ in need)) if a.keep else \
-        max(i + x + h for _, i, x, h in need)
+        need.append((n, inputs, n * HOME_KEPT if a.keep else n * HOME_PEAK))
+    peak_need = sum(i + h for _, i, h in need) if a.keep else max(i + h for _, i, h in need)
     parent = Path(a.workdir or tempfile.gettempdir())
     free = shutil.disk_usage(parent).free
     print(f"disk: need ~{_fmt_b(peak_need)} at the peak ({'all sizes kept' if a.keep else 'one size at a time'}: "
-          f"inputs ~{mean_b / 6.5 / 1e3:.1f} kB/entity .json.gz, LINKEDQA_HOME ~{per_entity_home / 1e3:.0f} kB/entity, "
-          f"plain XML while it is compressed), free {_fmt_b(free)} under {parent}")
+          f"inputs ~{mean_b / 6.5 / 1e3:.1f} kB/entity .json.gz and the .xml.bz2, LINKEDQA_HOME "
+          f"~{(HOME_KEPT if a.keep else HOME_PEAK) / 1e3:.0f} kB/entity "
+          f"{'with every index kept' if a.keep else 'at the peak of kb build'}), free {_fmt_b(free)} under {parent}")
     if peak_need > free * 0.9:
         print(f"REFUSED: the sizes {sizes} need ~{_fmt_b(peak_need)} but only {_fmt_b(free)} is free under "
               f"{parent} (keep 10% spare); choose smaller --sizes or another --workdir", file=sys.stderr)
@@ -681,13 +740,13 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="lqa-bench-scale-", dir=a.workdir))
     results: dict[int, dict] = {}
     dense_rate: dict[str, tuple[float, float]] = {}
+    startup = 0.0
     if a.load:
         old = json.loads(Path(a.load).read_text())
         results.update({int(k): v for k, v in old["results"].items()})
         dense_rate.update({k: tuple(v) for k, v in old["dense_rate"].items()})
         startup = old["startup"]
         print(f"loaded sizes {sorted(results)} from {a.load} (commit {old.get('commit')}); start-up {startup:.1f} s")
-    startup = 0.0
     failed = False
     try:
         for n in sizes:
@@ -700,10 +759,13 @@ def main() -> int:
             print(f"\n=== {n:,} entities ({sdir}) ===", flush=True)
             t0 = time.perf_counter()
             xml = sdir / "enwiki-pages-articles.xml.bz2"
-            bz, n_pg, xml_plain = start_wikipedia(header, pages, page_copies(n, pages, a.min_pages), xml)
-            wd = write_wikidata(tpl, n, sdir / "wikidata-all.json.gz")
-            if bz.wait():
-                raise RuntimeError("bzip2 failed")
+            bz = WikipediaWriter(header, pages, page_copies(n, pages, a.min_pages), xml)
+            try:
+                wd = write_wikidata(tpl, n, sdir / "wikidata-all.json.gz")
+            except BaseException:  # disk full, Ctrl-C: bzip2 and its writer go too
+                bz.stop()
+                raise
+            n_pg, xml_plain = bz.wait()
             xml_b = xml.stat().st_size
             print(f"  input in {time.perf_counter() - t0:.0f} s: {wd['gz_bytes'] / 1e6:.1f} MB .json.gz "
                   f"({wd['json_bytes'] / 1e6:.0f} MB JSON, mean {wd['json_bytes'] / n / 1e3:.1f} kB and "
@@ -714,6 +776,7 @@ def main() -> int:
             results[n] = res
             log_dir = sdir / "logs"
             log_dir.mkdir()
+            dropped = 0  # bytes of the indexes removed once measured
 
             def step(name: str, argv: list[str], res=res, env=env, home=home, log_dir=log_dir) -> dict | None:
                 log = log_dir / (re.sub(r"\W+", "_", name) + ".log")
@@ -722,7 +785,7 @@ def main() -> int:
                 r["log"] = log
                 res["steps"][name] = r
                 print(f"  {name:<22} {_fmt_s(r['wall']):>9}  peak RSS {_fmt_b(r['rss']):>9}  "
-                      f"disk +{_fmt_b(r['disk'])}", flush=True)
+                      f"disk +{_fmt_b(r['disk'])} (peak +{_fmt_b(r['disk_peak'])})", flush=True)
                 if r["rc"]:
                     fail(name, argv, log, r["rc"])
                     r["wall"] = None
@@ -742,7 +805,10 @@ def main() -> int:
                 if a.stop_on_failure:
                     break
                 continue
-            b["note"] = f"--shards {shards} --workers {a.workers}"
+            b["note"] = f"--shards {shards} --workers {a.workers}; disk peak +{_fmt_b(b['disk_peak'])}"
+            if not a.keep:  # read once by the build (its seek indexes stay in LINKEDQA_HOME's cache)
+                for f in (sdir / "wikidata-all.json.gz", xml):
+                    f.unlink()
             mans = [json.loads(p.read_text()) for p in (home / "kb").glob("*/manifest.json")]
             man = next(m for m in mans if m.get("name") == f"scale{n}")
             version = man["kb_version"]
@@ -828,6 +894,8 @@ def main() -> int:
                     per = texts / rc.get("entities", n) if kind == "entity-dense" else texts / xml_plain
                     dense_rate[kind] = (rate, per)
                     r["note"] = f"{texts:,} texts, encoded at {rate:.0f} texts/s (index meta)"
+                if not a.keep and kind != SEARCH_INDEX:
+                    dropped += drop_index(home, version, kind)
             if failed and a.stop_on_failure:
                 break
             nt = sdir / "kb.nt.gz"
@@ -846,7 +914,9 @@ def main() -> int:
                 found = dict(re.findall(r"\b(recall@(?:1|10|50)(?:_covered)?|kb_coverage)\s*[=:]?\s*([0-9.]+)",
                                         r["log"].read_text(errors="replace")))
                 r["note"] = ", ".join(f"{k} {v}" for k, v in found.items())
-            home_b = du(home)
+            if not a.keep:
+                dropped += drop_index(home, version, SEARCH_INDEX)
+            home_b = du(home) + dropped  # the indexes removed once measured counted, as if kept
             res["home_bytes"] = home_b
             res["seconds"] = time.perf_counter() - t_size
             if a.save:
@@ -854,7 +924,8 @@ def main() -> int:
                     {"commit": _sh("git", "rev-parse", "--short", "HEAD"), "startup": startup,
                      "dense_rate": dense_rate, "results": results}, indent=1, default=str))
             print(f"  size done in {_fmt_s(res['seconds'])}; LINKEDQA_HOME {_fmt_b(home_b)} "
-                  f"({home_b / n / 1e3:.1f} kB/entity)", flush=True)
+                  f"({home_b / n / 1e3:.1f} kB/entity, every index counted"
+                  f"{'' if a.keep else ', ' + _fmt_b(dropped) + ' of them removed once measured'})", flush=True)
             rest = [m for m in sizes if m > n]
             if rest:
                 cli = [(k, r) for k, r in res["steps"].items() if r.get("cli") and r.get("wall") is not None]

@@ -69,17 +69,20 @@ def rewrite(page: bytes, copy: int) -> bytes:
                         count=1)
 
 
+def write_dump(fh, header: bytes, pages: list[bytes], copies: int) -> tuple[int, int]:
+    """Write a plain XML dump of ``copies`` copies of the page set to the binary file ``fh``; (bytes, pages)."""
+    n = size = 0
+    for chunk in (header, *(rewrite(p, copy) for copy in range(copies) for p in pages), b"</mediawiki>\n"):
+        fh.write(chunk)
+        size += len(chunk)
+        n += 1
+    return size, n - 2
+
+
 def make_dump(header: bytes, pages: list[bytes], copies: int, path: Path) -> tuple[int, int]:
-    """Write a plain XML dump of ``copies`` copies of the page set; (bytes, pages)."""
-    n = 0
+    """Write a plain XML dump of ``copies`` copies of the page set to ``path``; (bytes, pages)."""
     with open(path, "wb") as fh:
-        fh.write(header)
-        for copy in range(copies):
-            for p in pages:
-                fh.write(rewrite(p, copy))
-                n += 1
-        fh.write(b"</mediawiki>\n")
-    return path.stat().st_size, n
+        return write_dump(fh, header, pages, copies)
 
 
 OURS = r'''
