@@ -299,10 +299,18 @@ class WikipediaWriter:
         return written, size
 
 
-#: Bytes of LINKEDQA_HOME per entity: at the peak of ``kb build`` (staging, the published KB and DuckDB's spill
-#: files at once; measured at 1 M and 3 M, see the README), and with every index of a size kept (``--keep``).
-HOME_PEAK = 8e3
-HOME_KEPT = 8e3
+#: Disk per entity for the up-front check, from the disk peaks this bench measures (``make bench-scale`` on
+#: b352f4a, 10k to 3 M entities; the README): the inputs (compression ratios of ``gzip -6`` on the JSON and
+#: ``bzip2 -9`` on the XML: 1.77 and 0.96 kB per entity), ``LINKEDQA_HOME`` at the peak of ``kb build`` (staging, KB
+#: and DuckDB's spill at once, the inputs still there: 2.1 / 2.5 / 3.2 kB per entity at 300k / 1 M / 3 M, growing
+#: with the spill), at the peak of the largest index step (kg-oxigraph's N-Triples parts and store before
+#: compaction, 5.4 / 5.7 kB) over the KB (1.1 kB) and the kept search index (0.2 kB), and with every index kept
+#: (``--keep``, 6.3 kB). The two peaks are the 3 M figures grown to 10 M at their exponents between 1 M and 3 M
+#: (1.2 and 1.05), so that the >= 10 M point is refused up front rather than failing hours in.
+GZ_RATIO, BZ2_RATIO = 6.2, 3.6
+BUILD_PEAK = 4.0e3
+INDEX_PEAK = 7.4e3
+HOME_KEPT = 6.3e3
 #: The index ``run search-recall`` searches (its default source): kept until that run, without ``--keep``
 SEARCH_INDEX = "entity-bm25"
 
@@ -656,9 +664,10 @@ def _cli(*args: str) -> list[str]:
 def main() -> int:
     """Generate, run, measure, report; exit status 1 when a step failed."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 epilog="the >= 10 M point: --sizes 10000,100000,300000,10000000 (needs ~140 GB "
-                                        "of free disk by the estimate above, so it is refused on a 67 GB disk; "
-                                        "choose --workdir on a larger one; several hours on 2 cores)")
+                                 epilog="the >= 10 M point: --sizes 10000,100000,300000,10000000 (needs ~74 GB of "
+                                        "free disk at kg-oxigraph's peak by the estimate above (without --keep), so "
+                                        "it is refused with less than ~82 GB free; choose --workdir on a larger disk; "
+                                        "~5 h on 2 cores: 3 M took 1.4 h, 20 min of it writing the inputs)")
     ap.add_argument("--sizes", default="10000,100000,300000",
                     help="entity counts, comma-separated (empty with --load: only print the loaded figures' report)")
     ap.add_argument("--dense-max", type=int, default=None,
@@ -716,16 +725,17 @@ def main() -> int:
     # disk and time, up front
     need = []
     for n in sizes:
-        pg = page_copies(n, pages, a.min_pages) * len(pages)
-        inputs = n * mean_b / 6.5 + pg * page_b / 4.5  # gzip -6 on this JSON ~6.5x, bzip2 -9 on the XML ~4.5x
-        need.append((n, inputs, n * HOME_KEPT if a.keep else n * HOME_PEAK))
-    peak_need = sum(i + h for _, i, h in need) if a.keep else max(i + h for _, i, h in need)
+        inputs = n * mean_b / GZ_RATIO + page_copies(n, pages, a.min_pages) * len(pages) * page_b / BZ2_RATIO
+        # without --keep the build's peak (inputs still there) or the largest index's (inputs gone), size by size
+        need.append(inputs + n * (HOME_KEPT + BUILD_PEAK) if a.keep else max(inputs + n * BUILD_PEAK, n * INDEX_PEAK))
+    peak_need = sum(need) if a.keep else max(need)
     parent = Path(a.workdir or tempfile.gettempdir())
     free = shutil.disk_usage(parent).free
     print(f"disk: need ~{_fmt_b(peak_need)} at the peak ({'all sizes kept' if a.keep else 'one size at a time'}: "
-          f"inputs ~{mean_b / 6.5 / 1e3:.1f} kB/entity .json.gz and the .xml.bz2, LINKEDQA_HOME "
-          f"~{(HOME_KEPT if a.keep else HOME_PEAK) / 1e3:.0f} kB/entity "
-          f"{'with every index kept' if a.keep else 'at the peak of kb build'}), free {_fmt_b(free)} under {parent}")
+          f"inputs ~{mean_b / GZ_RATIO / 1e3:.1f} kB/entity .json.gz and the .xml.bz2, LINKEDQA_HOME "
+          + (f"~{HOME_KEPT / 1e3:.1f} kB/entity with every index kept" if a.keep else
+             f"~{BUILD_PEAK / 1e3:.1f} kB/entity at the peak of kb build, ~{INDEX_PEAK / 1e3:.1f} at kg-oxigraph's")
+          + f"), free {_fmt_b(free)} under {parent}")
     if peak_need > free * 0.9:
         print(f"REFUSED: the sizes {sizes} need ~{_fmt_b(peak_need)} but only {_fmt_b(free)} is free under "
               f"{parent} (keep 10% spare); choose smaller --sizes or another --workdir", file=sys.stderr)
