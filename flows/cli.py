@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import logging
 import os
 import shutil
@@ -22,7 +23,14 @@ from pathlib import Path
 from flows.prefect_server import bind_ephemeral_server, spawn_ephemeral_server
 from flows.signals import exit_after_interrupt, stop_on_signals
 from storage import layout
-from storage.catalog import complete_dataset_versions, complete_kb_versions, connect, refresh_catalog
+from storage.catalog import (
+    MEMORY_LIMIT_ENV,
+    complete_dataset_versions,
+    complete_kb_versions,
+    connect,
+    parse_memory_limit,
+    refresh_catalog,
+)
 from storage.layout import LayoutError
 from storage.parquet_io import read_table
 from tasks.kb.plan import ALL_LANGUAGES, DEFAULT_LANGUAGES, parse_languages
@@ -93,6 +101,43 @@ def _languages(text: str) -> str:
     return ALL_LANGUAGES if langs is None else ",".join(langs)
 
 
+def _memory_limit(text: str) -> str:
+    """An argparse ``type=`` parser of ``--memory-limit``: a DuckDB memory size (``8GB``), else a usage error."""
+    try:
+        return parse_memory_limit(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+_MEMORY_HELP = (f"DuckDB memory limit of each bounded-memory query (KB merge, kg-duckdb build, N-Triples export and "
+                f"kg-oxigraph's parts, key checks), per process, e.g. 16GB; they spill to disk beyond it (default: "
+                f"${MEMORY_LIMIT_ENV}, else 2GB, 1GB per export process)")
+
+
+def _with_memory_limit(fn):
+    """A command whose ``--memory-limit`` is ``$LINKEDQA_DUCKDB_MEMORY`` while it runs.
+
+    Its own queries and the workers it starts (they inherit the environment) see it; it is put back after.
+    """
+
+    @functools.wraps(fn)
+    def run(a: argparse.Namespace) -> int:
+        value = getattr(a, "memory_limit", None)
+        if not value:
+            return fn(a)
+        old = os.environ.get(MEMORY_LIMIT_ENV)
+        os.environ[MEMORY_LIMIT_ENV] = value
+        try:
+            return fn(a)
+        finally:
+            if old is None:
+                os.environ.pop(MEMORY_LIMIT_ENV, None)
+            else:
+                os.environ[MEMORY_LIMIT_ENV] = old
+
+    return run
+
+
 def _parse_sets(pairs: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for p in pairs or []:
@@ -112,6 +157,7 @@ def _start_prefect() -> None:
     bind_ephemeral_server()
 
 
+@_with_memory_limit
 def cmd_kb_build(a: argparse.Namespace) -> int:
     """``linkedqa kb build``: the ``build_kb_from_inputs`` flow (plan from every input kind -> ``build_kb``)."""
     from flows.build_kb import build_kb_from_inputs  # heavy: pulls prefect
@@ -139,6 +185,7 @@ def _print_counts(counts: dict) -> None:
             print(f"  {table:<11} {counts[table]:>10,}")
 
 
+@_with_memory_limit
 def cmd_kb_export_nt(a: argparse.Namespace) -> int:
     """``linkedqa kb export-nt OUT``: the ``export_kb_ntriples`` flow (N-Triples in Wikidata's IRI scheme)."""
     from flows.export_kb import export_kb_ntriples  # heavy: pulls prefect
@@ -151,6 +198,7 @@ def cmd_kb_export_nt(a: argparse.Namespace) -> int:
     return 0
 
 
+@_with_memory_limit
 def cmd_kb_index(a: argparse.Namespace) -> int:
     """``linkedqa kb index``: the ``build_indexes`` flow (requested kinds, default all; built ones are skipped)."""
     from flows.build_indexes import build_indexes  # heavy: pulls prefect
@@ -492,6 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="byte-range shards per input file (.gz/.bz2: of its decompressed bytes, through a seek "
                         "index); a .xz Wikipedia XML file has no seek index and gets at most --workers")
     b.add_argument("--workers", type=int, default=1, help="worker processes for shards")
+    b.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="SIZE", help=_MEMORY_HELP)
     b.set_defaults(fn=cmd_kb_build)
     ke = kb.add_parser("export-nt", help="write the KB as Wikidata-style N-Triples (.nt or .nt.gz)")
     ke.add_argument("out", help="output file (.nt or .nt.gz), e.g. warehouse/exports/kb.nt.gz")
@@ -499,6 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     ke.add_argument("--workers", type=_positive(int), default=1,
                     help="processes writing parts of the export in parallel (claims by subject hash, entity "
                          "row groups), appended in order")
+    ke.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="SIZE", help=_MEMORY_HELP)
     ke.set_defaults(fn=cmd_kb_export_nt)
     ki = kb.add_parser("index", help="build the search/KG indexes of a KB version (resumable; built ones are "
                        "skipped; runs build what their method needs)")
@@ -510,6 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(~2 GB of memory per load); *-bm25: N tantivy indexing threads (256 MB each) and N "
                          "processes building the documents (passage-bm25 from N = 4 on; tables of at least 2N "
                          "row groups with unique keys)")
+    ki.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="SIZE", help=_MEMORY_HELP)
     ki.set_defaults(fn=cmd_kb_index)
     kl = kb.add_parser("list", help="published KB versions")
     kl.set_defaults(fn=cmd_kb_list)

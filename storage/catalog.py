@@ -13,6 +13,7 @@ catalog and a refresh never waits for a reader's lock. Paths are inlined as quot
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,38 @@ SQL_DIR = layout.REPO_ROOT / "sql"
 def sql_literal(path: Path | str) -> str:
     """Quote a path or string as a SQL string literal (for the view definitions only)."""
     return "'" + str(path).replace("'", "''") + "'"
+
+
+#: The environment variable that sets the DuckDB memory limit of every bounded-memory batch query (the KB merge, the
+#: kg-duckdb build, the N-Triples export and kg-oxigraph's parts, the BM25 key checks), per process, in place of
+#: each one's default (2 GB, or 1 GB per export process). ``--memory-limit`` of ``kb build``, ``kb index`` and
+#: ``kb export-nt`` sets it for the command and the workers it spawns. The defaults fit the 2-core / 24 GB machines
+#: the tests run on; at 3 M entities the kg-duckdb build spilled 6 GB past its 2 GB (``make bench-scale``), and
+#: DuckDB advises 1-4 GB per thread, so a large machine should raise it.
+MEMORY_LIMIT_ENV = "LINKEDQA_DUCKDB_MEMORY"
+_MEMORY = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+
+
+def parse_memory_limit(text: str) -> str:
+    """A DuckDB memory size such as ``8GB`` or ``512MiB``, stripped; ValueError otherwise."""
+    value = text.strip()
+    if not _MEMORY.fullmatch(value):
+        raise ValueError(f"expected a memory size such as 8GB or 512MiB, got {text!r}")
+    return value
+
+
+def duckdb_memory_limit(default: str) -> str:
+    """The memory limit of a bounded-memory DuckDB query whose own default is ``default``.
+
+    The value of :data:`MEMORY_LIMIT_ENV` when it is set (ValueError when it is not a size), else ``default``.
+    """
+    env = os.environ.get(MEMORY_LIMIT_ENV, "")
+    if not env.strip():
+        return default
+    try:
+        return parse_memory_limit(env)
+    except ValueError as exc:
+        raise ValueError(f"{MEMORY_LIMIT_ENV}: {exc}") from None
 
 
 def spilling_connection(memory_limit: str, temp_dir: Path | str,

@@ -19,7 +19,7 @@ import duckdb
 import pyarrow as pa
 
 from storage import layout
-from storage.catalog import register_parquet_view, spilling_connection
+from storage.catalog import duckdb_memory_limit, register_parquet_view, spilling_connection
 from storage.done import is_done, mark_done, read_done
 from storage.manifest import now_iso, write_manifest
 from storage.parquet_io import PartWriter, part_files
@@ -142,7 +142,7 @@ def write_query_parts(con: duckdb.DuckDBPyConnection, sql: str, table: str, fold
     return total
 
 
-def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: str = "2GB",
+def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: str | None = None,
                       threads: int | None = None, extra_manifest: dict | None = None,
                       log: Callable[[str], None] = print) -> dict:
     """Run every merge SQL file, write the tables, then the manifest.
@@ -150,7 +150,8 @@ def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: s
     Args:
         plan: The build plan (all shards must be staged).
         root: Data root.
-        memory_limit: DuckDB memory limit (spills to the staging folder beyond it).
+        memory_limit: DuckDB memory limit (spills to the staging folder beyond it; default
+            ``$LINKEDQA_DUCKDB_MEMORY``, else 2GB).
         threads: DuckDB threads (default: all cores).
         extra_manifest: More manifest fields (shard records, timings).
         log: Progress printer.
@@ -163,6 +164,7 @@ def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: s
     marks = layout.staging_dir(plan.version, "_merged", root=root)
     marks.mkdir(parents=True, exist_ok=True)
     tmpdir = layout.staging_dir(plan.version, "_duckdb_tmp", root=root)
+    memory_limit = memory_limit or duckdb_memory_limit("2GB")
     con = spilling_connection(memory_limit, tmpdir, threads)
     _register_staging(con, _staged_files(plan, root), root)
     counts: dict[str, int] = {}
@@ -197,6 +199,7 @@ def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: s
                    for s in plan.inputs],
         "row_counts": counts,
         "merge_seconds": timings,
+        "merge_memory_limit": memory_limit,
         "finished_at": now_iso(),
         **(extra_manifest or {}),
     }

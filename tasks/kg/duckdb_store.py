@@ -46,7 +46,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from storage import layout
-from storage.catalog import register_parquet_view, sql_literal
+from storage.catalog import duckdb_memory_limit, register_parquet_view, sql_literal
 from storage.done import DONE, is_done, mark_done, read_done, sweep_temps
 from storage.manifest import now_iso
 from storage.parquet_io import part_files
@@ -89,7 +89,7 @@ def read_index_meta(kb_version: str, root: Path | None = None, layout_name: str 
 
 
 def build_index(kb_version: str, root: Path | None = None, layout_name: str = DEFAULT_LAYOUT,
-                memory_limit: str = "2GB", row_group_rows: int = ROW_GROUP_ROWS) -> Path:
+                memory_limit: str | None = None, row_group_rows: int = ROW_GROUP_ROWS) -> Path:
     """Build the sorted KG tables of a KB version once (atomic; a finished index is returned as is).
 
     Args:
@@ -97,7 +97,8 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         root: Data root (default ``LINKEDQA_HOME``).
         layout_name: ``"parquet"`` (sorted Parquet files, small row groups, min/max pruning) or ``"duckdb"``
             (a DuckDB database file with the same tables sorted and ART indexes on the lookup keys).
-        memory_limit: DuckDB memory limit for the sorts (spills to the temp folder beyond it).
+        memory_limit: DuckDB memory limit for the sorts and index builds (spills to the temp folder beyond it;
+            default ``$LINKEDQA_DUCKDB_MEMORY``, else 2GB; kept in the done marker).
         row_group_rows: Parquet row-group size (the pruning unit).
 
     Returns:
@@ -120,6 +121,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "_spill").mkdir(parents=True)
+    memory_limit = memory_limit or duckdb_memory_limit("2GB")
     t0 = time.perf_counter()
     db_file = tmp / "kg.duckdb"
     con = duckdb.connect(str(db_file) if layout_name == "duckdb" else ":memory:")
@@ -153,7 +155,8 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     con.close()
     shutil.rmtree(tmp / "_spill", ignore_errors=True)
     meta = {"index": INDEX_NAME, "layout": layout_name, "kb_version": kb_version, "row_counts": counts,
-            "row_group_rows": row_group_rows, "build_seconds": round(time.perf_counter() - t0, 3),
+            "row_group_rows": row_group_rows, "memory_limit": memory_limit,
+            "build_seconds": round(time.perf_counter() - t0, 3),
             "built_at": now_iso()}
     mark_done(tmp, meta, DONE)  # last: the folder is complete once renamed
     try:

@@ -47,7 +47,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from storage import layout
-from storage.catalog import register_parquet_view, spilling_connection
+from storage.catalog import duckdb_memory_limit, register_parquet_view, spilling_connection
 from storage.done import sweep_temps
 from storage.parquet_io import part_files
 from tasks.workers import exit_with_parent
@@ -255,7 +255,7 @@ def _export_unit(unit: _Unit, part: str, gz: bool, claims: list[str], root: str,
 
 
 def export_ntriples(kb_version: str, out_path: Path | str, root: Path | None = None,
-                    memory_limit: str = "1GB", workers: int = 1) -> dict[str, int]:
+                    memory_limit: str | None = None, workers: int = 1) -> dict[str, int]:
     """Write a KB version as N-Triples (gzip when ``out_path`` ends with ``.gz``).
 
     Args:
@@ -263,7 +263,7 @@ def export_ntriples(kb_version: str, out_path: Path | str, root: Path | None = N
         out_path: Output file (an explicit path: the only write outside ``LINKEDQA_HOME`` allowed).
         root: Data root (default ``LINKEDQA_HOME``).
         memory_limit: DuckDB memory limit for the truthy-claims query, per process (spills to a temp folder
-            beside the output).
+            beside the output; default ``$LINKEDQA_DUCKDB_MEMORY``, else 1GB).
         workers: Processes writing units in parallel (see the module doc); 1 writes in this process.
 
     Returns:
@@ -274,6 +274,7 @@ def export_ntriples(kb_version: str, out_path: Path | str, root: Path | None = N
         ValueError: When ``workers`` < 1.
     """
     root = root or layout.home()
+    memory_limit = memory_limit or duckdb_memory_limit("1GB")
     out = Path(out_path)
     claims = _claims_files(kb_version, root, workers)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -331,7 +332,7 @@ def _write_parts(units: list[_Unit], folder: Path, gz: bool, claims: list[Path],
     return parts, counts
 
 
-def export_ntriples_parts(kb_version: str, folder: Path, root: Path | None = None, memory_limit: str = "1GB",
+def export_ntriples_parts(kb_version: str, folder: Path, root: Path | None = None, memory_limit: str | None = None,
                           workers: int = 2) -> tuple[list[Path], dict[str, int]]:
     """Write a KB version as plain N-Triples part files in ``folder`` (for loaders that read several files at once).
 
@@ -342,7 +343,7 @@ def export_ntriples_parts(kb_version: str, folder: Path, root: Path | None = Non
         kb_version: Published KB version under ``<root>/kb``.
         folder: Where the parts go (``part-00000.nt``, ...).
         root: Data root (default ``LINKEDQA_HOME``).
-        memory_limit: DuckDB memory limit of each claims process.
+        memory_limit: DuckDB memory limit of each claims process (default ``$LINKEDQA_DUCKDB_MEMORY``, else 1GB).
         workers: Processes writing parts (also the number of claims parts).
 
     Returns:
@@ -353,6 +354,7 @@ def export_ntriples_parts(kb_version: str, folder: Path, root: Path | None = Non
         ValueError: When ``workers`` < 1.
     """
     root = root or layout.home()
+    memory_limit = memory_limit or duckdb_memory_limit("1GB")
     claims = _claims_files(kb_version, root, workers)
     folder.mkdir(parents=True, exist_ok=True)
     spill = folder / ".spill"

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage import layout
-from storage.catalog import register_parquet_view, spilling_connection
+from storage.catalog import duckdb_memory_limit, register_parquet_view, spilling_connection
 from storage.done import sweep_temps
 from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
 from storage.parquet_io import part_files
@@ -73,17 +73,17 @@ SQL_SEARCH = layout.REPO_ROOT / "sql" / "search"
 def keys_unique(kb_version: str, table: str, key: str, root: Path, spill_parent: Path) -> bool:
     """Whether no two rows of a KB table share a non-empty (trimmed) ``key`` (``sql/search/duplicate_keys.sql``).
 
-    DuckDB groups the keys under a 1 GB memory limit, spilling to a temporary folder in ``spill_parent``, so the
-    check's memory stays flat where a Python set of the keys would not. The merge makes ``entities.qid`` and
-    ``passages.passage_id`` unique, and a Wikipedia dump has one page per title; a table where the check fails
-    makes the BM25 builder fall back to remembering the keys it has seen.
+    DuckDB groups the keys under a 1 GB memory limit (``$LINKEDQA_DUCKDB_MEMORY`` when set), spilling to a temporary
+    folder in ``spill_parent``, so the check's memory stays flat where a Python set of the keys would not. The merge
+    makes ``entities.qid`` and ``passages.passage_id`` unique, and a Wikipedia dump has one page per title; a table
+    where the check fails makes the BM25 builder fall back to remembering the keys it has seen.
     """
     files = part_files(layout.kb_table_dir(kb_version, table, root))
     spill_parent.mkdir(parents=True, exist_ok=True)
     name = f".{table}-keys.building"
     sweep_temps(spill_parent, (f"{name}-*",), recursive=False)  # a killed check's spill (its pid is gone)
     with tempfile.TemporaryDirectory(prefix=f"{name}-{os.getpid()}-", dir=spill_parent) as spill:
-        con = spilling_connection("1GB", spill)
+        con = spilling_connection(duckdb_memory_limit("1GB"), spill)
         try:
             register_parquet_view(con, "kb_table", [(f, {}) for f in files], table, root)
             sql = (SQL_SEARCH / "duplicate_keys.sql").read_text().replace("{key}", key)

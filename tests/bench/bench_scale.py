@@ -679,6 +679,9 @@ def main() -> int:
     ap.add_argument("--shards", type=int, default=None, help="kb build --shards (default: from the size)")
     ap.add_argument("--workers", type=int, default=2,
                     help="--workers of kb build, kb index (kg-oxigraph's export) and kb export-nt (default 2)")
+    ap.add_argument("--memory-limit", default=None, metavar="SIZE",
+                    help="--memory-limit of kb build, kb index and kb export-nt (default: theirs, 2GB / 1GB per "
+                         "export process)")
     ap.add_argument("--seed", type=int, default=18)
     ap.add_argument("--workdir", default=None, help="parent of the temp folder (default: the system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (inputs and LINKEDQA_HOMEs)")
@@ -699,6 +702,7 @@ def main() -> int:
     if not sizes:
         ap.error("--sizes is empty")
     dense_max = a.dense_max if a.dense_max is not None else sizes[0]
+    mem = ["--memory-limit", a.memory_limit] if a.memory_limit else []
     data = Path(a.data)
 
     lscpu = _sh("lscpu")
@@ -809,7 +813,7 @@ def main() -> int:
             shards = a.shards or max(2, math.ceil(wd["json_bytes"] / 512e6))
             b = step("kb build", _cli("kb", "build", "--wikidata", str(sdir / "wikidata-all.json.gz"),
                                       "--wikipedia", str(xml), "--name", f"scale{n}", "--shards", str(shards),
-                                      "--workers", str(a.workers)))
+                                      "--workers", str(a.workers), *mem))
             if b is None:
                 failed = True
                 if a.stop_on_failure:
@@ -874,7 +878,7 @@ def main() -> int:
                     print(f"  {name:<22} {why_not}{eta}", flush=True)
                     res["steps"][name] = {"wall": None, "note": f"{why_not}{eta}"}
                     continue
-                r = step(name, _cli("kb", "index", "--kb", version, "--kind", kind, "--workers", str(a.workers)))
+                r = step(name, _cli("kb", "index", "--kb", version, "--kind", kind, "--workers", str(a.workers), *mem))
                 if r is not None and not startup:
                     # the fixed cost of every step: the same command again, its index already built (CLI
                     # imports, the command's temporary Prefect server, the flow run, the done check)
@@ -909,7 +913,8 @@ def main() -> int:
             if failed and a.stop_on_failure:
                 break
             nt = sdir / "kb.nt.gz"
-            r = step("export-nt", _cli("kb", "export-nt", "--kb", version, str(nt), "--workers", str(a.workers)))
+            r = step("export-nt", _cli("kb", "export-nt", "--kb", version, str(nt), "--workers", str(a.workers),
+                                       *mem))
             if r is not None:
                 r["note"] = f"{nt.stat().st_size / 1e6:.1f} MB .nt.gz (outside LINKEDQA_HOME, not in disk)"
                 r["disk"] = nt.stat().st_size

@@ -8,6 +8,7 @@ do the run ids planned on them.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from flows.cli import build_parser
 from storage import layout
+from storage.catalog import MEMORY_LIMIT_ENV
 from storage.manifest import read_manifest
 from storage.parquet_io import read_table
 from tasks.runs.config import RunConfig
@@ -44,9 +46,13 @@ def _build(capsys, data_root: Path, *extra: str) -> str:
 
 def test_languages_option_end_to_end(api, home: Path, data_root: Path, capsys):  # noqa: F811
     default = _build(capsys, data_root)  # a dump build: en,mul
-    every = _build(capsys, data_root, "--languages", "all")
+    every = _build(capsys, data_root, "--languages", "all", "--memory-limit", "700MB")
     assert default != every
     assert read_manifest(layout.kb_dir(default))["config"]["languages"] == "en,mul"
+    # --memory-limit reaches the merge (and is not part of the version); the environment is put back after
+    assert read_manifest(layout.kb_dir(default))["merge_memory_limit"] == "2GB"
+    assert read_manifest(layout.kb_dir(every))["merge_memory_limit"] == "700MB"
+    assert MEMORY_LIMIT_ENV not in os.environ
     assert "languages" not in read_manifest(layout.kb_dir(every))["config"]
     assert _build(capsys, data_root, "--languages", "MUL,en") == default  # same choice, same version: skipped
     listing = {ln.split()[0]: ln for ln in linkedqa(capsys, "kb", "list").splitlines()}
