@@ -28,6 +28,7 @@ from storage.catalog import (
     complete_dataset_versions,
     complete_kb_versions,
     connect,
+    duckdb_memory_limit,
     parse_memory_limit,
     refresh_catalog,
 )
@@ -111,19 +112,21 @@ def _memory_limit(text: str) -> str:
 
 _MEMORY_HELP = (f"DuckDB memory limit of each bounded-memory query (KB merge, kg-duckdb build, N-Triples export and "
                 f"kg-oxigraph's parts, key checks), per process, e.g. 16GB; they spill to disk beyond it (default: "
-                f"${MEMORY_LIMIT_ENV}, else 2GB, 1GB per export process)")
+                f"${MEMORY_LIMIT_ENV}, else 2GB; 1GB per export process and for key checks)")
 
 
 def _with_memory_limit(fn):
     """A command whose ``--memory-limit`` is ``$LINKEDQA_DUCKDB_MEMORY`` while it runs.
 
     Its own queries and the workers it starts (they inherit the environment) see it; it is put back after.
+    Without the option, a set variable that is not a size is refused (ValueError) before the command starts.
     """
 
     @functools.wraps(fn)
     def run(a: argparse.Namespace) -> int:
         value = getattr(a, "memory_limit", None)
         if not value:
+            duckdb_memory_limit("2GB")  # a bad $LINKEDQA_DUCKDB_MEMORY is an error now, not after hours of staging
             return fn(a)
         old = os.environ.get(MEMORY_LIMIT_ENV)
         os.environ[MEMORY_LIMIT_ENV] = value

@@ -35,19 +35,26 @@ def sql_literal(path: Path | str) -> str:
 
 #: The environment variable that sets the DuckDB memory limit of every bounded-memory batch query (the KB merge, the
 #: kg-duckdb build, the N-Triples export and kg-oxigraph's parts, the BM25 key checks), per process, in place of
-#: each one's default (2 GB, or 1 GB per export process). ``--memory-limit`` of ``kb build``, ``kb index`` and
-#: ``kb export-nt`` sets it for the command and the workers it spawns. The defaults fit the 2-core / 24 GB machines
-#: the tests run on; at 3 M entities the kg-duckdb build spilled 6 GB past its 2 GB (``make bench-scale``), and
-#: DuckDB advises 1-4 GB per thread, so a large machine should raise it.
+#: each one's default (2 GB; 1 GB per export process and for the key checks). ``--memory-limit`` of ``kb build``,
+#: ``kb index`` and ``kb export-nt`` sets it for the command and the workers it spawns. The defaults fit the
+#: 2-core / 24 GB machines the tests run on; at 3 M entities the kg-duckdb build spilled 6 GB past its 2 GB
+#: (``make bench-scale``), and DuckDB advises 1-4 GB per thread, so a large machine should raise it.
 MEMORY_LIMIT_ENV = "LINKEDQA_DUCKDB_MEMORY"
-_MEMORY = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+_MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE | re.ASCII)
+_UNIT = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+         "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+#: The smallest limit accepted: below it these queries fail for want of memory instead of spilling.
+MIN_MEMORY_LIMIT = 100 * 10**6
 
 
 def parse_memory_limit(text: str) -> str:
-    """A DuckDB memory size such as ``8GB`` or ``512MiB``, stripped; ValueError otherwise."""
+    """A DuckDB memory size such as ``8GB`` or ``512MiB``, stripped; ValueError otherwise or below 100 MB."""
     value = text.strip()
-    if not _MEMORY.fullmatch(value):
+    m = _MEMORY.fullmatch(value)
+    if not m:
         raise ValueError(f"expected a memory size such as 8GB or 512MiB, got {text!r}")
+    if float(m[1]) * _UNIT[m[2].lower()] < MIN_MEMORY_LIMIT:
+        raise ValueError(f"a memory size of at least 100MB is needed, got {text!r}")
     return value
 
 

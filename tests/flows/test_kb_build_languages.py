@@ -44,7 +44,8 @@ def _build(capsys, data_root: Path, *extra: str) -> str:
     return re.search(r"^KB (\S+) ready in", out, re.MULTILINE).group(1)
 
 
-def test_languages_option_end_to_end(api, home: Path, data_root: Path, capsys):  # noqa: F811
+def test_languages_option_end_to_end(api, home: Path, data_root: Path, capsys, monkeypatch):  # noqa: F811
+    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)  # the default build below runs at the 2GB default
     default = _build(capsys, data_root)  # a dump build: en,mul
     every = _build(capsys, data_root, "--languages", "all", "--memory-limit", "700MB")
     assert default != every

@@ -14,6 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 from kbkit import build_litwd1k_kb
 
@@ -23,14 +24,20 @@ from storage.done import read_done
 from tasks.kg.duckdb_store import build_index
 
 
-@pytest.mark.parametrize("text", ["8GB", " 512MiB ", "1.5gb", "700 MB", "2TiB"])
+@pytest.mark.parametrize("text", ["8GB", " 512MiB ", "1.5gb", "700 MB", "2TiB", "100MB", "0.1GB"])
 def test_memory_sizes_are_accepted(text: str) -> None:
     assert parse_memory_limit(text) == text.strip()
 
 
-@pytest.mark.parametrize("text", ["lots", "8", "-1GB", "GB", "8 G B", "8GB; SET threads = 1", ""])
+@pytest.mark.parametrize("text", ["lots", "8", "-1GB", "GB", "8 G B", "8GB; SET threads = 1", "", "\u0668GB"])
 def test_anything_else_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="memory size"):
+        parse_memory_limit(text)
+
+
+@pytest.mark.parametrize("text", ["0GB", "1B", "99MB", "95MiB", "0.09GB"])
+def test_a_size_too_small_to_run_the_queries_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="at least 100MB"):
         parse_memory_limit(text)
 
 
@@ -42,11 +49,14 @@ def test_the_variable_replaces_each_default_and_a_bad_value_names_the_variable(
     assert duckdb_memory_limit("2GB") == "2GB"
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "3GB")
     assert duckdb_memory_limit("2GB") == duckdb_memory_limit("1GB") == "3GB"
-    con = spilling_connection(duckdb_memory_limit("2GB"), tmp_path / "spill")
-    try:  # what DuckDB holds (it reports GiB)
-        assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "2.7 GiB"
+    con, ref = spilling_connection(duckdb_memory_limit("2GB"), tmp_path / "spill"), duckdb.connect()
+    try:  # what DuckDB holds is what it makes of 3GB itself
+        ref.execute("SET memory_limit = '3GB'")
+        held = [c.execute("SELECT current_setting('memory_limit')").fetchone()[0] for c in (con, ref)]
+        assert held[0] == held[1] != duckdb.connect().execute("SELECT current_setting('memory_limit')").fetchone()[0]
     finally:
         con.close()
+        ref.close()
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "plenty")
     with pytest.raises(ValueError, match=MEMORY_LIMIT_ENV):
         duckdb_memory_limit("2GB")
@@ -73,6 +83,14 @@ def test_a_command_sees_its_limit_while_it_runs_and_the_environment_is_put_back(
     monkeypatch.delenv(MEMORY_LIMIT_ENV)
     assert cmd(argparse.Namespace(memory_limit="9GB")) == 0 and MEMORY_LIMIT_ENV not in os.environ
     assert seen == ["9GB", "5GB", "9GB"]
+
+    # without the option a bad variable is refused before the command starts (not after hours of staging)
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "plenty")
+    with pytest.raises(ValueError, match=MEMORY_LIMIT_ENV):
+        cmd(argparse.Namespace(memory_limit=None))
+    assert seen == ["9GB", "5GB", "9GB"]
+    assert cmd(argparse.Namespace(memory_limit="9GB")) == 0 and os.environ[MEMORY_LIMIT_ENV] == "plenty"
+    monkeypatch.delenv(MEMORY_LIMIT_ENV)
 
     def fails(a: argparse.Namespace) -> int:
         raise RuntimeError("boom")
