@@ -73,6 +73,7 @@ from pathlib import Path
 
 import psutil
 
+from storage.catalog import duckdb_memory_limit, parse_memory_limit
 from tests.bench.bench_ingest import real_lines
 from tests.bench.bench_search import OFFSET, rewrite
 from tests.bench.bench_wikipedia import real_pages, write_dump
@@ -702,7 +703,14 @@ def main() -> int:
     if not sizes:
         ap.error("--sizes is empty")
     dense_max = a.dense_max if a.dense_max is not None else sizes[0]
-    mem = ["--memory-limit", a.memory_limit] if a.memory_limit else []
+    try:  # a bad size fails here, not at the first kb build after that size's inputs are written
+        if a.memory_limit:
+            mem = ["--memory-limit", parse_memory_limit(a.memory_limit)]
+        else:  # the commands then read $LINKEDQA_DUCKDB_MEMORY
+            mem = []
+            duckdb_memory_limit("2GB")
+    except ValueError as exc:
+        ap.error(f"--memory-limit: {exc}" if a.memory_limit else str(exc))
     data = Path(a.data)
 
     lscpu = _sh("lscpu")
@@ -734,6 +742,8 @@ def main() -> int:
         need.append(inputs + n * (HOME_KEPT + BUILD_PEAK) if a.keep else max(inputs + n * BUILD_PEAK, n * INDEX_PEAK))
     peak_need = sum(need) if a.keep else max(need)
     parent = Path(a.workdir or tempfile.gettempdir())
+    if not parent.is_dir():
+        ap.error(f"--workdir: {parent} is not a directory")
     free = shutil.disk_usage(parent).free
     print(f"disk: need ~{_fmt_b(peak_need)} at the peak ({'all sizes kept' if a.keep else 'one size at a time'}: "
           f"inputs ~{mean_b / GZ_RATIO / 1e3:.1f} kB/entity .json.gz and the .xml.bz2, LINKEDQA_HOME "
