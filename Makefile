@@ -1,5 +1,9 @@
 # Two commands do everything on a fresh machine: `make demo` and `make test`.
 # Both create/reuse .venv from the pinned lock (requirements/lock.txt, no resolver) and the project (editable).
+# The ~33,000 modules of the lock are byte-compiled by compileall on every core after pip installs them
+# uncompiled (pip compiles them one by one, ~150 CPU-s); a venv without .pyc files would compile them again in
+# every process where PYTHONDONTWRITEBYTECODE is set. compileall's errors are ignored as pip ignores them (torch
+# ships a Python 3.12-only test module).
 SHELL := /bin/bash
 PY ?= python3.11
 VENV := .venv
@@ -28,9 +32,11 @@ $(STAMP): pyproject.toml requirements/lock.txt
 	@start=$$(date +%s); \
 	test -x $(BIN)/python || $(PY) -m venv $(VENV); \
 	$(BIN)/python -m pip install -q --disable-pip-version-check -U pip==26.3 2>&1 | grep -v "is ignored" || true; \
-	$(BIN)/python -m pip install -q --no-deps -r requirements/lock.txt 2>&1 | grep -v "is ignored"; \
+	$(BIN)/python -m pip install -q --no-deps --no-compile -r requirements/lock.txt 2>&1 | grep -v "is ignored"; \
 	test $${PIPESTATUS[0]} -eq 0 || { echo "pip install of requirements/lock.txt failed" >&2; exit 1; }; \
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true; \
+	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
+		>/dev/null 2>&1 || true; \
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v "is ignored"; \
 	test $${PIPESTATUS[0]} -eq 0 || { echo "pip install -e . failed" >&2; exit 1; }; \
 	touch $(STAMP); \
