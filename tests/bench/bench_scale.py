@@ -98,7 +98,7 @@ SPEEDUP = {
                             "/16 of core-s (decoder threads x wall)"),
     "seek index wikipedia": (None, "plan time, once per file: parallel decompression (indexed_bzip2) on every "
                              "core: /16 of core-s (decoder threads x wall)"),
-    "merge": (4.0, "DuckDB, all cores, memory_limit 2GB (spills): ASSUMED /4 for 2 -> 16 threads (50% eff.)"),
+    "merge": (4.0, "DuckDB, all cores, memory_limit {mem} (spills): ASSUMED /4 for 2 -> 16 threads (50% eff.)"),
     "kb build": (None, "stage + merge as above"),
     "index entity-bm25": (3.0, "tantivy writer, --workers indexing threads and --workers processes building the "
                           "documents (1.3-1.6x of one process at 2, bench_bm25_build); the main thread then only "
@@ -110,7 +110,7 @@ SPEEDUP = {
                            "unmeasured above 2 cores"),
     "index passage-dense": (8.0, "torch CPU encode on all cores: ASSUMED linear, /8 for 2 -> 16 cores"),
     "index entity-dense": (8.0, "torch CPU encode on all cores: ASSUMED linear, /8 for 2 -> 16 cores"),
-    "index kg-duckdb": (4.0, "DuckDB: ASSUMED /4 (as merge)"),
+    "index kg-duckdb": (4.0, "DuckDB, memory_limit {mem}: ASSUMED /4 (as merge)"),
     "index kg-oxigraph": (2.0, "N-Triples parts (--workers processes) bulk-loaded by --workers threads at once "
                           "(1.06x at 2 on the 300k KB, bench_kg --build-only): ASSUMED /2, unmeasured above 2 cores"),
     "export-nt": (8.0, "--workers processes (2 here: 1.36x one process on the 300k KB, bench_kg --build-only) "
@@ -598,6 +598,7 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
         r = res["steps"].get(s)
         ew, er = expo.get(s, (None, None))
         sp, why = SPEEDUP.get(s, (1.0, "no speed-up assumed"))
+        why = why.replace("{mem}", res.get("memory_limit") or "not recorded (2GB before 6619875)")
         if s == "kb build":
             continue  # its parts are projected separately
         if r is None or r.get("wall") is None:
@@ -836,6 +837,7 @@ def main() -> int:
             mans = [json.loads(p.read_text()) for p in (home / "kb").glob("*/manifest.json")]
             man = next(m for m in mans if m.get("name") == f"scale{n}")
             version = man["kb_version"]
+            res["memory_limit"] = man.get("merge_memory_limit")  # the limit this size's DuckDB steps ran under
             merge_s = sum(man.get("merge_seconds", {}).values())
             wd_sh = [s for s in man.get("shards", []) if s["kind"] == "wikidata-json"]
             wp_sh = [s for s in man.get("shards", []) if s["kind"] != "wikidata-json"]
