@@ -50,6 +50,25 @@ def embedded_llm(embedded_models_root: Path) -> Iterator:
 
 
 # ------------------------------------------------------------------ token budgets of the LLM tests
+_NO_TOKENS = {"prompt_tokens": 0, "completion_tokens": 0}
+#: The engine's counters when a test's setup began: before the module- or session-scoped fixtures it sets up,
+#: which this module's function-scoped budget fixture comes after (their LLM calls count for that test).
+_USAGE_AT_SETUP = pytest.StashKey[dict]()
+
+
+def _usage_now() -> dict:
+    import sys
+
+    usage = sys.modules.get("tasks.llm.vllm_backend")  # not imported yet: nothing was spent
+    return dict(usage.USAGE) if usage else dict(_NO_TOKENS)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    item.stash[_USAGE_AT_SETUP] = _usage_now()
+    return (yield)
+
+
 @pytest.fixture(autouse=True)
 def _llm_token_budget(request: pytest.FixtureRequest) -> Iterator[None]:
     """Count the tokens this process's engine spends in each test; enforce ``@pytest.mark.llm_budget``.
@@ -57,11 +76,12 @@ def _llm_token_budget(request: pytest.FixtureRequest) -> Iterator[None]:
     ``@pytest.mark.llm_budget(prompt=P, completion=C)``: the test fails when the session engine processed more
     than P prompt or C generated tokens during it (the worst case that keeps `make test` within 30 min on a
     2-core CPU without AVX-512; a test's CLI subprocesses bound theirs by their command-line limits instead).
+    A test's count starts with its setup, so the LLM calls of a module-scoped fixture count for the first test
+    that uses it.
     """
     import sys
 
-    usage = sys.modules.get("tasks.llm.vllm_backend")
-    before = dict(usage.USAGE) if usage else {"prompt_tokens": 0, "completion_tokens": 0}
+    before = request.node.stash.get(_USAGE_AT_SETUP, None) or _usage_now()
     yield
     usage = sys.modules.get("tasks.llm.vllm_backend")
     if usage is None:

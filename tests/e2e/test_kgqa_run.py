@@ -88,6 +88,7 @@ def duckdb_outputs(items, backend, sample_kb: str, session_home: Path) -> dict[s
     return {m: _run(m, SETTINGS, items, backend, sample_kb, session_home) for m in METHODS}
 
 
+@pytest.mark.llm_budget(prompt=3_000, completion=600)  # both methods on one question (1,599 / 319 measured)
 def test_kgqa_methods_on_duckdb(duckdb_outputs, items):
     from tasks.metrics.runs import per_item_scores, summary_metrics
 
