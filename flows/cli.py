@@ -279,12 +279,17 @@ def cmd_data_list(a: argparse.Namespace) -> int:
     return 0
 
 
+def _check_dataset_names(names: list[str]) -> None:
+    """Refuse a dataset name that is not a safe folder name (``data load`` / ``data import``)."""
+    for name in names:
+        layout.safe_name(name, "dataset name")
+
+
 def cmd_data_load(a: argparse.Namespace) -> int:
     """``linkedqa data load NAME..``: the ``load_benchmarks`` flow (known datasets into the warehouse)."""
+    _check_dataset_names(a.names)  # a bad name is refused before Prefect is imported or started
     from flows.load_benchmarks import load_benchmarks  # heavy: pulls prefect
 
-    for name in a.names:  # a bad name is refused before Prefect starts
-        layout.safe_name(name, "dataset name")
     _start_prefect()
     load_benchmarks(names=list(a.names))
     return 0
@@ -292,9 +297,9 @@ def cmd_data_load(a: argparse.Namespace) -> int:
 
 def cmd_data_import(a: argparse.Namespace) -> int:
     """``linkedqa data import FILE --name NAME``: the ``import_questions`` flow; bad lines are listed."""
+    _check_dataset_names([a.name])
     from flows.import_questions import import_questions  # heavy: pulls prefect
 
-    layout.safe_name(a.name, "dataset name")
     _start_prefect()
     ref = import_questions(file=str(Path(a.file).resolve()), name=a.name)
     print(f"{a.name}: {ref.extra['splits']} imported, {ref.extra['n_rejects']} line(s) rejected")
@@ -731,23 +736,15 @@ def _needs_prefect(args: argparse.Namespace) -> bool:
                   cmd_data_fetch, cmd_run, cmd_demo)
 
 
-def _check_before_server(args: argparse.Namespace) -> None:
-    """The argument checks of a command that runs a flow, made before its Prefect server is spawned.
-
-    A bad argument then costs neither the server's boot (~5 CPU-s in its own process) nor the flow's imports
-    (~3 s): ``linkedqa run bogus ...`` answered in ~5 s, now in ~1.5. The commands check again when they run
-    (``linkedqa demo`` calls them directly); the checks are cheap once their modules are imported.
-    """
-    fn = args.fn
-    if fn is cmd_run:
-        check_run_args(args)
-    elif fn is cmd_data_load:
-        for name in args.names:
-            layout.safe_name(name, "dataset name")
-    elif fn is cmd_data_import:
-        layout.safe_name(args.name, "dataset name")
-    if getattr(args, "memory_limit", None) is None and fn in (cmd_kb_build, cmd_kb_index, cmd_kb_export_nt):
-        duckdb_memory_limit("2GB")  # a bad $LINKEDQA_DUCKDB_MEMORY
+#: The argument checks of the flow commands that have them, made in ``main`` before the Prefect server is spawned:
+#: a bad argument then costs neither the server's boot (~5 CPU-s in its own process) nor the flow's imports (~3 s;
+#: ``linkedqa run bogus ...`` answered in ~5 s, now in ~1.5). Each command makes the same check again when it runs
+#: (``linkedqa demo`` calls them directly); it is cheap once its modules are imported.
+_EARLY_CHECKS = {
+    cmd_run: check_run_args,
+    cmd_data_load: lambda a: _check_dataset_names(a.names),
+    cmd_data_import: lambda a: _check_dataset_names([a.name]),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -757,7 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     with stop_on_signals() as armed:
         try:
             if _needs_prefect(args):
-                _check_before_server(args)
+                if args.fn in _EARLY_CHECKS:
+                    _EARLY_CHECKS[args.fn](args)
                 spawn_ephemeral_server()  # boots while the command imports its flow; waited for by _start_prefect()
             return args.fn(args)
         except BrokenPipeError:  # the reader went away (`linkedqa eval RUN | head`): stop quietly, like SIGPIPE

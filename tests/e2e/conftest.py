@@ -79,15 +79,10 @@ def _llm_token_budget(request: pytest.FixtureRequest) -> Iterator[None]:
     A test's count starts with its setup, so the LLM calls of a module-scoped fixture count for the first test
     that uses it.
     """
-    import sys
-
     before = request.node.stash.get(_USAGE_AT_SETUP, None) or _usage_now()
     yield
-    usage = sys.modules.get("tasks.llm.vllm_backend")
-    if usage is None:
-        return
-    spent = (usage.USAGE["prompt_tokens"] - before["prompt_tokens"],
-             usage.USAGE["completion_tokens"] - before["completion_tokens"])
+    after = _usage_now()
+    spent = (after["prompt_tokens"] - before["prompt_tokens"], after["completion_tokens"] - before["completion_tokens"])
     if any(spent):
         TOKENS[request.node.nodeid] = spent
     mark = request.node.get_closest_marker("llm_budget")
