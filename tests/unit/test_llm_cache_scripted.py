@@ -339,8 +339,10 @@ class _Server:
                     outer.paths.append(self.path)
                     outer.inflight += 1
                     outer.max_inflight = max(outer.max_inflight, outer.inflight)
+                self._counted = True
                 try:
                     if text.startswith("trickle"):  # one byte per 0.2 s: no single read ever times out
+                        self._answered()
                         self.send_response(200)
                         self.send_header("Content-Type", "application/json")
                         self.send_header("Content-Length", "100")
@@ -364,8 +366,16 @@ class _Server:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 finally:
+                    self._answered()
+
+            def _answered(self) -> None:
+                """The request leaves the in-flight count before its answer is written: a client thread sends its
+                next request as soon as it has read this answer, and counting until this handler's thread got
+                back from the write counted that next request as a third in flight on a loaded machine."""
+                if self._counted:
                     with outer.lock:
                         outer.inflight -= 1
+                    self._counted = False
 
             @staticmethod
             def _answer(body: dict, text: str) -> dict:
@@ -382,6 +392,7 @@ class _Server:
 
             def _send(self, status: int, payload: dict, gzip_body: bool = False) -> None:
                 data = json.dumps(payload).encode()
+                self._answered()
                 self.send_response(status)
                 if gzip_body:
                     data = gzip.compress(data)
