@@ -111,8 +111,9 @@ def _memory_limit(text: str) -> str:
 
 
 _MEMORY_HELP = (f"DuckDB memory limit of each bounded-memory query (KB merge, kg-duckdb build, N-Triples export and "
-                f"kg-oxigraph's parts, key checks), per process, e.g. 16GB; they spill to disk beyond it (default: "
-                f"${MEMORY_LIMIT_ENV}, else 2GB; 1GB per export process and for key checks)")
+                f"kg-oxigraph's parts, key checks), per process, e.g. 16GB, or auto; they spill to disk beyond it "
+                f"(default: ${MEMORY_LIMIT_ENV}, else auto: a quarter of the machine's or container's memory, shared "
+                f"by a step's DuckDB processes)")
 
 
 def _with_memory_limit(fn):
@@ -126,7 +127,7 @@ def _with_memory_limit(fn):
     def run(a: argparse.Namespace) -> int:
         value = getattr(a, "memory_limit", None)
         if not value:
-            duckdb_memory_limit("2GB")  # a bad $LINKEDQA_DUCKDB_MEMORY is an error now, not after hours of staging
+            duckdb_memory_limit()  # a bad $LINKEDQA_DUCKDB_MEMORY is an error now, not after hours of staging
             return fn(a)
         old = os.environ.get(MEMORY_LIMIT_ENV)
         os.environ[MEMORY_LIMIT_ENV] = value

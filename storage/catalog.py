@@ -34,42 +34,83 @@ def sql_literal(path: Path | str) -> str:
 
 
 #: The environment variable that sets the DuckDB memory limit of every bounded-memory batch query (the KB merge, the
-#: kg-duckdb build, the N-Triples export and kg-oxigraph's parts, the BM25 key checks), per process, in place of
-#: each one's default (2 GB; 1 GB per export process and for the key checks). ``--memory-limit`` of ``kb build``,
-#: ``kb index`` and ``kb export-nt`` sets it for the command and the workers it spawns. The defaults fit the
-#: 2-core / 24 GB machines the tests run on; at 3 M entities the kg-duckdb build spilled 6 GB past its 2 GB
-#: (``make bench-scale``), and DuckDB advises 1-4 GB per thread, so a large machine should raise it.
+#: kg-duckdb build, the N-Triples export and kg-oxigraph's parts, the BM25 key checks), per process: a size, or
+#: ``auto`` (the default when it is unset). ``--memory-limit`` of ``kb build``, ``kb index`` and ``kb export-nt``
+#: sets it for the command and the workers it spawns.
 MEMORY_LIMIT_ENV = "LINKEDQA_DUCKDB_MEMORY"
+#: The memory limit that follows the machine: :data:`AUTO_MEMORY_SHARE` of :func:`machine_memory`, split between
+#: the processes of a step that run DuckDB at once (see :func:`auto_memory_limit`).
+AUTO_MEMORY = "auto"
+#: The share of the machine's memory that ``auto`` gives a step's DuckDB queries. These steps run one at a time,
+#: but tantivy, Oxigraph, the Python workers and the OS page cache need the rest (DuckDB's own default is 80 %). The
+#: fixed 2 GB limit that ``auto`` replaced made the kg-duckdb build at 3 M entities spill 6 GB it did not need to
+#: (``make bench-scale``; README, "Scale rehearsal"), and DuckDB advises 1-4 GB per thread.
+AUTO_MEMORY_SHARE = 0.25
 _MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE | re.ASCII)
 _UNIT = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 #: The smallest limit accepted: below it these queries fail for want of memory instead of spilling.
 MIN_MEMORY_LIMIT = 100 * 10**6
+_CGROUP = Path("/sys/fs/cgroup")
 
 
 def parse_memory_limit(text: str) -> str:
-    """A DuckDB memory size such as ``8GB`` or ``512MiB``, stripped; ValueError otherwise or below 100 MB."""
+    """A DuckDB memory size such as ``8GB`` or ``512MiB`` (stripped), or ``auto``; ValueError otherwise or < 100 MB."""
     value = text.strip()
+    if value.lower() == AUTO_MEMORY:
+        return AUTO_MEMORY
     m = _MEMORY.fullmatch(value)
     if not m:
-        raise ValueError(f"expected a memory size such as 8GB or 512MiB, got {text!r}")
+        raise ValueError(f"expected a memory size such as 8GB or 512MiB, or auto, got {text!r}")
     if float(m[1]) * _UNIT[m[2].lower()] < MIN_MEMORY_LIMIT:
         raise ValueError(f"a memory size of at least 100MB is needed, got {text!r}")
     return value
 
 
-def duckdb_memory_limit(default: str) -> str:
-    """The memory limit of a bounded-memory DuckDB query whose own default is ``default``.
+def machine_memory(cgroup: Path = _CGROUP) -> int:
+    """Bytes of memory this machine's processes may use: the physical memory, or the cgroup's limit when lower.
 
-    The value of :data:`MEMORY_LIMIT_ENV` when it is set (ValueError when it is not a size), else ``default``.
+    A container's limit is what the kernel enforces (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``), and a
+    DuckDB limit sized from the host's memory inside a smaller container would be killed instead of spilling.
     """
-    env = os.environ.get(MEMORY_LIMIT_ENV, "")
-    if not env.strip():
-        return default
-    try:
-        return parse_memory_limit(env)
-    except ValueError as exc:
-        raise ValueError(f"{MEMORY_LIMIT_ENV}: {exc}") from None
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for name in ("memory.max", "memory/memory.limit_in_bytes"):
+        try:
+            text = (cgroup / name).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:  # "max", or v1's huge "no limit", leave the physical memory
+            total = int(text)
+    return total
+
+
+def auto_memory_limit(processes: int = 1, memory: int | None = None) -> str:
+    """The ``auto`` memory limit of each of ``processes`` DuckDB processes that run at once.
+
+    :data:`AUTO_MEMORY_SHARE` of ``memory`` (default :func:`machine_memory`) divided by ``processes``, rounded down
+    to 100 MB and at least :data:`MIN_MEMORY_LIMIT`, as a DuckDB size: 6GB for one process on 24 GB, 16GB on 64 GB,
+    1GB for each of 16 export processes on 64 GB.
+    """
+    memory = machine_memory() if memory is None else memory
+    mb = max(int(memory * AUTO_MEMORY_SHARE / max(1, processes)) // 10**8 * 100, MIN_MEMORY_LIMIT // 10**6)
+    return f"{mb // 1000}GB" if mb % 1000 == 0 else f"{mb}MB"
+
+
+def duckdb_memory_limit(value: str | None = None, processes: int = 1) -> str:
+    """The DuckDB memory limit of a bounded-memory query run by each of ``processes`` processes at once.
+
+    ``value`` when given, else :data:`MEMORY_LIMIT_ENV` when it is set (ValueError when it is not a size or
+    ``auto``), else ``auto``; ``auto`` becomes :func:`auto_memory_limit` of ``processes``.
+    """
+    if not value:
+        env = os.environ.get(MEMORY_LIMIT_ENV, "")
+        try:
+            value = parse_memory_limit(env) if env.strip() else AUTO_MEMORY
+        except ValueError as exc:
+            raise ValueError(f"{MEMORY_LIMIT_ENV}: {exc}") from None
+    elif value.strip().lower() == AUTO_MEMORY:
+        value = AUTO_MEMORY
+    return auto_memory_limit(processes) if value == AUTO_MEMORY else value
 
 
 def spilling_connection(memory_limit: str, temp_dir: Path | str,

@@ -150,8 +150,9 @@ def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: s
     Args:
         plan: The build plan (all shards must be staged).
         root: Data root.
-        memory_limit: DuckDB memory limit (spills to the staging folder beyond it; default
-            ``$LINKEDQA_DUCKDB_MEMORY``, else 2GB).
+        memory_limit: DuckDB memory limit, a size or ``auto`` (spills to the staging folder beyond it; default
+            ``$LINKEDQA_DUCKDB_MEMORY``, else ``auto``: a quarter of the machine's memory, see
+            :func:`storage.catalog.auto_memory_limit`; the manifest keeps the size it resolved to).
         threads: DuckDB threads (default: all cores).
         extra_manifest: More manifest fields (shard records, timings).
         log: Progress printer.
@@ -164,7 +165,7 @@ def merge_and_publish(plan: BuildPlan, root: Path | None = None, memory_limit: s
     marks = layout.staging_dir(plan.version, "_merged", root=root)
     marks.mkdir(parents=True, exist_ok=True)
     tmpdir = layout.staging_dir(plan.version, "_duckdb_tmp", root=root)
-    memory_limit = memory_limit or duckdb_memory_limit("2GB")
+    memory_limit = duckdb_memory_limit(memory_limit)
     con = spilling_connection(memory_limit, tmpdir, threads)
     _register_staging(con, _staged_files(plan, root), root)
     counts: dict[str, int] = {}

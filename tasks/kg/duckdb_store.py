@@ -98,7 +98,8 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         layout_name: ``"parquet"`` (sorted Parquet files, small row groups, min/max pruning) or ``"duckdb"``
             (a DuckDB database file with the same tables sorted and ART indexes on the lookup keys).
         memory_limit: DuckDB memory limit for the sorts and index builds (spills to the temp folder beyond it;
-            default ``$LINKEDQA_DUCKDB_MEMORY``, else 2GB; kept in the done marker).
+            a size or ``auto``; default ``$LINKEDQA_DUCKDB_MEMORY``, else ``auto``: a quarter of the machine's
+            memory; the done marker keeps the size it resolved to).
         row_group_rows: Parquet row-group size (the pruning unit).
 
     Returns:
@@ -121,7 +122,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "_spill").mkdir(parents=True)
-    memory_limit = memory_limit or duckdb_memory_limit("2GB")
+    memory_limit = duckdb_memory_limit(memory_limit)
     t0 = time.perf_counter()
     db_file = tmp / "kg.duckdb"
     con = duckdb.connect(str(db_file) if layout_name == "duckdb" else ":memory:")

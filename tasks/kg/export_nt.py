@@ -263,7 +263,8 @@ def export_ntriples(kb_version: str, out_path: Path | str, root: Path | None = N
         out_path: Output file (an explicit path: the only write outside ``LINKEDQA_HOME`` allowed).
         root: Data root (default ``LINKEDQA_HOME``).
         memory_limit: DuckDB memory limit for the truthy-claims query, per process (spills to a temp folder
-            beside the output; default ``$LINKEDQA_DUCKDB_MEMORY``, else 1GB).
+            beside the output; a size or ``auto``; default ``$LINKEDQA_DUCKDB_MEMORY``, else ``auto``: a quarter of
+            the machine's memory shared by the ``workers`` processes).
         workers: Processes writing units in parallel (see the module doc); 1 writes in this process.
 
     Returns:
@@ -274,7 +275,7 @@ def export_ntriples(kb_version: str, out_path: Path | str, root: Path | None = N
         ValueError: When ``workers`` < 1.
     """
     root = root or layout.home()
-    memory_limit = memory_limit or duckdb_memory_limit("1GB")
+    memory_limit = duckdb_memory_limit(memory_limit, processes=workers)
     out = Path(out_path)
     claims = _claims_files(kb_version, root, workers)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -343,7 +344,8 @@ def export_ntriples_parts(kb_version: str, folder: Path, root: Path | None = Non
         kb_version: Published KB version under ``<root>/kb``.
         folder: Where the parts go (``part-00000.nt``, ...).
         root: Data root (default ``LINKEDQA_HOME``).
-        memory_limit: DuckDB memory limit of each claims process (default ``$LINKEDQA_DUCKDB_MEMORY``, else 1GB).
+        memory_limit: DuckDB memory limit of each claims process, a size or ``auto`` (default
+            ``$LINKEDQA_DUCKDB_MEMORY``, else ``auto``: a quarter of the machine's memory shared by the ``workers``).
         workers: Processes writing parts (also the number of claims parts).
 
     Returns:
@@ -354,7 +356,7 @@ def export_ntriples_parts(kb_version: str, folder: Path, root: Path | None = Non
         ValueError: When ``workers`` < 1.
     """
     root = root or layout.home()
-    memory_limit = memory_limit or duckdb_memory_limit("1GB")
+    memory_limit = duckdb_memory_limit(memory_limit, processes=workers)
     claims = _claims_files(kb_version, root, workers)
     folder.mkdir(parents=True, exist_ok=True)
     spill = folder / ".spill"

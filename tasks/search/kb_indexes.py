@@ -73,7 +73,7 @@ SQL_SEARCH = layout.REPO_ROOT / "sql" / "search"
 def keys_unique(kb_version: str, table: str, key: str, root: Path, spill_parent: Path) -> bool:
     """Whether no two rows of a KB table share a non-empty (trimmed) ``key`` (``sql/search/duplicate_keys.sql``).
 
-    DuckDB groups the keys under a 1 GB memory limit (``$LINKEDQA_DUCKDB_MEMORY`` when set), spilling to a temporary
+    DuckDB groups the keys under its memory limit (``$LINKEDQA_DUCKDB_MEMORY``, else ``auto``), spilling to a temporary
     folder in ``spill_parent``, so the check's memory stays flat where a Python set of the keys would not. The merge
     makes ``entities.qid`` and ``passages.passage_id`` unique, and a Wikipedia dump has one page per title; a table
     where the check fails makes the BM25 builder fall back to remembering the keys it has seen.
@@ -83,7 +83,7 @@ def keys_unique(kb_version: str, table: str, key: str, root: Path, spill_parent:
     name = f".{table}-keys.building"
     sweep_temps(spill_parent, (f"{name}-*",), recursive=False)  # a killed check's spill (its pid is gone)
     with tempfile.TemporaryDirectory(prefix=f"{name}-{os.getpid()}-", dir=spill_parent) as spill:
-        con = spilling_connection(duckdb_memory_limit("1GB"), spill)
+        con = spilling_connection(duckdb_memory_limit(), spill)
         try:
             register_parquet_view(con, "kb_table", [(f, {}) for f in files], table, root)
             sql = (SQL_SEARCH / "duplicate_keys.sql").read_text().replace("{key}", key)

@@ -682,8 +682,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2,
                     help="--workers of kb build, kb index (kg-oxigraph's export) and kb export-nt (default 2)")
     ap.add_argument("--memory-limit", default=None, metavar="SIZE",
-                    help="--memory-limit of kb build, kb index and kb export-nt (default: theirs, 2GB / 1GB per "
-                         "export process)")
+                    help="--memory-limit of kb build, kb index and kb export-nt, a size or auto (default: "
+                         "theirs, $LINKEDQA_DUCKDB_MEMORY else auto)")
     ap.add_argument("--seed", type=int, default=18)
     ap.add_argument("--workdir", default=None, help="parent of the temp folder (default: the system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (inputs and LINKEDQA_HOMEs)")
@@ -709,7 +709,7 @@ def main() -> int:
             mem = ["--memory-limit", parse_memory_limit(a.memory_limit)]
         else:  # the commands then read $LINKEDQA_DUCKDB_MEMORY
             mem = []
-            duckdb_memory_limit("2GB")
+            duckdb_memory_limit()
     except ValueError as exc:
         ap.error(f"--memory-limit: {exc}" if a.memory_limit else str(exc))
     data = Path(a.data)

@@ -16,7 +16,7 @@ import pytest
 
 from flows.cli import build_parser
 from storage import layout
-from storage.catalog import MEMORY_LIMIT_ENV
+from storage.catalog import MEMORY_LIMIT_ENV, auto_memory_limit
 from storage.manifest import read_manifest
 from storage.parquet_io import read_table
 from tasks.runs.config import RunConfig
@@ -45,13 +45,13 @@ def _build(capsys, data_root: Path, *extra: str) -> str:
 
 
 def test_languages_option_end_to_end(api, home: Path, data_root: Path, capsys, monkeypatch):  # noqa: F811
-    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)  # the default build below runs at the 2GB default
+    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)  # the default build below runs at the auto default
     default = _build(capsys, data_root)  # a dump build: en,mul
     every = _build(capsys, data_root, "--languages", "all", "--memory-limit", "700MB")
     assert default != every
     assert read_manifest(layout.kb_dir(default))["config"]["languages"] == "en,mul"
     # --memory-limit reaches the merge (and is not part of the version); the environment is put back after
-    assert read_manifest(layout.kb_dir(default))["merge_memory_limit"] == "2GB"
+    assert read_manifest(layout.kb_dir(default))["merge_memory_limit"] == auto_memory_limit(1)  # the size it ran at
     assert read_manifest(layout.kb_dir(every))["merge_memory_limit"] == "700MB"
     assert MEMORY_LIMIT_ENV not in os.environ
     assert "languages" not in read_manifest(layout.kb_dir(every))["config"]

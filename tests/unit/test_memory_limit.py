@@ -1,9 +1,9 @@
 """The DuckDB memory limit of the bounded-memory batch queries: ``$LINKEDQA_DUCKDB_MEMORY`` and ``--memory-limit``.
 
-Every such query (KB merge, kg-duckdb build, N-Triples export and kg-oxigraph's parts, BM25 key checks) has a
-fixed default (2 GB, or 1 GB per export process) sized for the 2-core / 24 GB machines the suite runs on; the
-variable replaces it, and ``kb build`` / ``kb index`` / ``kb export-nt --memory-limit`` set the variable while they
-run. The merge records the limit in the KB manifest (``tests/flows/test_kb_build_languages.py`` checks it through
+Every such query (KB merge, kg-duckdb build, N-Triples export and kg-oxigraph's parts, BM25 key checks) runs at
+``auto`` by default: a quarter of the machine's (or its container's) memory, shared by a step's DuckDB processes.
+The variable replaces it, and ``kb build`` / ``kb index`` / ``kb export-nt --memory-limit`` set the variable while
+they run. The merge records the limit in the KB manifest (``tests/flows/test_kb_build_languages.py`` checks it through
 the CLI) and the kg-duckdb build in its done marker (here, on a real LitWD1K KB).
 """
 
@@ -19,7 +19,14 @@ import pytest
 from kbkit import build_litwd1k_kb
 
 from flows.cli import _with_memory_limit, build_parser
-from storage.catalog import MEMORY_LIMIT_ENV, duckdb_memory_limit, parse_memory_limit, spilling_connection
+from storage.catalog import (
+    MEMORY_LIMIT_ENV,
+    auto_memory_limit,
+    duckdb_memory_limit,
+    machine_memory,
+    parse_memory_limit,
+    spilling_connection,
+)
 from storage.done import read_done
 from tasks.kg.duckdb_store import build_index
 
@@ -27,6 +34,41 @@ from tasks.kg.duckdb_store import build_index
 @pytest.mark.parametrize("text", ["8GB", " 512MiB ", "1.5gb", "700 MB", "2TiB", "100MB", "0.1GB"])
 def test_memory_sizes_are_accepted(text: str) -> None:
     assert parse_memory_limit(text) == text.strip()
+
+
+@pytest.mark.parametrize("text", ["auto", " AUTO ", "Auto"])
+def test_auto_is_accepted(text: str) -> None:
+    assert parse_memory_limit(text) == "auto"
+
+
+GB = 10**9
+
+
+@pytest.mark.parametrize(("memory", "processes", "limit"), [
+    (24 * GB, 1, "6GB"), (64 * GB, 1, "16GB"), (64 * GB, 16, "1GB"), (24 * GB, 2, "3GB"),
+    (24 * 2**30, 1, "6400MB"),  # 24 GiB: rounded down to 100 MB
+    (8 * GB, 3, "600MB"), (GB, 8, "100MB"),  # never below the smallest limit the queries run at
+])
+def test_auto_is_a_quarter_of_the_memory_shared_by_the_processes(memory: int, processes: int, limit: str) -> None:
+    assert auto_memory_limit(processes, memory) == limit
+    assert parse_memory_limit(limit) == limit  # a size DuckDB takes, as the option would
+
+
+def test_the_machine_memory_is_the_containers_when_lower(tmp_path: Path) -> None:
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert machine_memory(tmp_path / "none") == physical
+    (tmp_path / "memory.max").write_text("max\n")  # cgroup v2, no limit
+    assert machine_memory(tmp_path) == physical
+    (tmp_path / "memory.max").write_text(f"{3 * GB}\n")
+    assert machine_memory(tmp_path) == 3 * GB
+    (tmp_path / "memory.max").write_text(f"{physical * 2}\n")  # a limit above the machine's memory changes nothing
+    assert machine_memory(tmp_path) == physical
+    (tmp_path / "memory.max").unlink()
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # cgroup v1, no limit
+    assert machine_memory(tmp_path) == physical
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text(f"{2 * GB}\n")
+    assert machine_memory(tmp_path) == 2 * GB
 
 
 @pytest.mark.parametrize("text", ["lots", "8", "-1GB", "GB", "8 G B", "8GB; SET threads = 1", "", "\u0668GB"])
@@ -44,12 +86,16 @@ def test_a_size_too_small_to_run_the_queries_is_refused(text: str) -> None:
 def test_the_variable_replaces_each_default_and_a_bad_value_names_the_variable(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
-    assert duckdb_memory_limit("2GB") == "2GB" and duckdb_memory_limit("1GB") == "1GB"
+    assert duckdb_memory_limit() == auto_memory_limit(1) and duckdb_memory_limit(processes=4) == auto_memory_limit(4)
+    assert duckdb_memory_limit("2GB") == "2GB" and duckdb_memory_limit(" Auto", processes=2) == auto_memory_limit(2)
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "  ")
-    assert duckdb_memory_limit("2GB") == "2GB"
+    assert duckdb_memory_limit() == auto_memory_limit(1)
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "auto")
+    assert duckdb_memory_limit(processes=3) == auto_memory_limit(3)
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "3GB")
-    assert duckdb_memory_limit("2GB") == duckdb_memory_limit("1GB") == "3GB"
-    con, ref = spilling_connection(duckdb_memory_limit("2GB"), tmp_path / "spill"), duckdb.connect()
+    assert duckdb_memory_limit() == duckdb_memory_limit(processes=8) == "3GB"  # a size is per process
+    assert duckdb_memory_limit("700MB") == "700MB"  # an explicit argument wins
+    con, ref = spilling_connection(duckdb_memory_limit(), tmp_path / "spill"), duckdb.connect()
     try:  # what DuckDB holds is what it makes of 3GB itself
         ref.execute("SET memory_limit = '3GB'")
         held = [c.execute("SELECT current_setting('memory_limit')").fetchone()[0] for c in (con, ref)]
@@ -59,7 +105,7 @@ def test_the_variable_replaces_each_default_and_a_bad_value_names_the_variable(
         ref.close()
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "plenty")
     with pytest.raises(ValueError, match=MEMORY_LIMIT_ENV):
-        duckdb_memory_limit("2GB")
+        duckdb_memory_limit()
 
 
 def test_the_option_parses_on_the_three_commands_and_refuses_a_non_size(capsys: pytest.CaptureFixture) -> None:
@@ -68,6 +114,7 @@ def test_the_option_parses_on_the_three_commands_and_refuses_a_non_size(capsys: 
     assert p.parse_args(["kb", "index", "--memory-limit", "8GB"]).memory_limit == "8GB"
     assert p.parse_args(["kb", "export-nt", "x.nt", "--memory-limit", "4GB"]).memory_limit == "4GB"
     assert p.parse_args(["kb", "index"]).memory_limit is None
+    assert p.parse_args(["kb", "build", "--sample", "--memory-limit", "Auto"]).memory_limit == "auto"
     with pytest.raises(SystemExit) as exc:
         p.parse_args(["kb", "index", "--memory-limit", "lots"])
     assert exc.value.code == 2 and "memory size" in capsys.readouterr().err
@@ -106,7 +153,7 @@ def test_the_kg_duckdb_build_runs_under_the_variable_and_records_it(
     monkeypatch.setenv("LINKEDQA_HOME", str(root))
     monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
     version = build_litwd1k_kb(root, data_root, "memlimit")
-    assert read_done(build_index(version, root))["memory_limit"] == "2GB"
+    assert read_done(build_index(version, root))["memory_limit"] == auto_memory_limit(1)  # the size, not "auto"
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "300MB")
     folder = build_index(version, root, layout_name="parquet")
     assert read_done(folder)["memory_limit"] == "300MB"
