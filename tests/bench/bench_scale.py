@@ -73,7 +73,7 @@ from pathlib import Path
 
 import psutil
 
-from storage.catalog import duckdb_memory_limit, parse_memory_limit
+from storage.catalog import auto_memory_limit, duckdb_memory_limit, parse_memory_limit
 from tests.bench.bench_ingest import real_lines
 from tests.bench.bench_search import OFFSET, rewrite
 from tests.bench.bench_wikipedia import real_pages, write_dump
@@ -598,7 +598,9 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
         r = res["steps"].get(s)
         ew, er = expo.get(s, (None, None))
         sp, why = SPEEDUP.get(s, (1.0, "no speed-up assumed"))
-        why = why.replace("{mem}", res.get("memory_limit") or "not recorded (2GB before 6619875)")
+        why = why.replace("{mem}", (res.get("memory_limit") or "not recorded (2GB before 6619875)")
+                          + f" here; auto gives {auto_memory_limit(1, FULL_RAM_GB * 10**9)} on {FULL_RAM_GB} GB, so it "
+                          "would spill less there")
         if s == "kb build":
             continue  # its parts are projected separately
         if r is None or r.get("wall") is None:
