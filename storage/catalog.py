@@ -108,9 +108,7 @@ def duckdb_memory_limit(value: str | None = None, processes: int = 1) -> str:
             value = parse_memory_limit(env) if env.strip() else AUTO_MEMORY
         except ValueError as exc:
             raise ValueError(f"{MEMORY_LIMIT_ENV}: {exc}") from None
-    elif value.strip().lower() == AUTO_MEMORY:
-        value = AUTO_MEMORY
-    return auto_memory_limit(processes) if value == AUTO_MEMORY else value
+    return auto_memory_limit(processes) if value.strip().lower() == AUTO_MEMORY else value
 
 
 def spilling_connection(memory_limit: str, temp_dir: Path | str,
