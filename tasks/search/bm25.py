@@ -263,6 +263,9 @@ class BM25Index:
     RAW_EXACT_FIELDS: ClassVar[dict[str, float]] = {}
     #: Default number of hits.
     DEFAULT_K: ClassVar[int] = 50
+    #: Column of ``docs.arrow`` holding the document's unique key (one document per key), the last tie-break of
+    #: :meth:`search_many`: shorter first, then by value (numeric order of ``Q...`` ids of equal length).
+    TIE_KEY: ClassVar[str]
 
     def __init__(self, folder: Path, meta: dict[str, Any]):
         self.folder = folder
@@ -556,11 +559,14 @@ class BM25Index:
         call and their payload taken from the memory-mapped side table in one ``take``. Empty or
         all-punctuation queries give ``[]``.
 
-        The order is total and does not depend on how the index is cut into segments (writer threads, heap
-        size, merges): score (rounded to ``SCORE_DECIMALS``), then popularity (more sitelinks first) when the
-        index has it (entities, titles), then row order. tantivy breaks equal scores by segment and doc id, so
-        the hits are fetched until the group of scores equal to the k-th is whole (:meth:`_whole_ties`, at most
-        ``_MAX_FETCH`` hits) and only then ordered and cut at ``k``.
+        The order is total and depends neither on how the index is cut into segments (writer threads, heap
+        size, merges) nor on the order of its input rows (a KB's tables come out of DuckDB's parallel merge in
+        an order that differs between two builds of the same KB version): score (rounded to
+        ``SCORE_DECIMALS``), then popularity (more sitelinks first) when the index has it (entities, titles),
+        then the document's key (``TIE_KEY``: shorter first, then by value, so ``Q113375`` before ``Q372648``).
+        tantivy breaks equal scores by segment and doc id, so the hits are fetched until the group of scores
+        equal to the k-th is whole (:meth:`_whole_ties`, at most ``_MAX_FETCH`` hits) and only then ordered and
+        cut at ``k``.
 
         Args:
             queries: Query strings (any user text).
@@ -581,15 +587,16 @@ class BM25Index:
             return [[] for _ in queries]
         rows = self._searcher.fast_field_values("row", flat)
         scores = [score for hits in per_query for score, _ in hits]
-        pops = (self._docs.column("popularity").take(pa.array(rows, type=pa.int64())).to_pylist()
-                if self._has_popularity else [0] * len(rows))
+        at = pa.array(rows, type=pa.int64())
+        keys = self._docs.column(self.TIE_KEY).take(at).to_pylist()
+        pops = self._docs.column("popularity").take(at).to_pylist() if self._has_popularity else [0] * len(rows)
         perm: list[int] = []
         counts: list[int] = []
         start = 0
         for hits in per_query:
             span = range(start, start + len(hits))
             start += len(hits)
-            ordered = sorted(span, key=lambda i: (-scores[i], -(pops[i] or 0), rows[i]))[:k]
+            ordered = sorted(span, key=lambda i: (-scores[i], -(pops[i] or 0), len(keys[i]), keys[i]))[:k]
             perm.extend(ordered)
             counts.append(len(ordered))
         rows = [rows[i] for i in perm]

@@ -68,6 +68,7 @@ class EntityIndex(BM25Index):
     EXACT_FIELDS: ClassVar[dict[str, float]] = {"label_exact": 10.0, "alias_exact": 5.0}
     RAW_EXACT_FIELDS: ClassVar[dict[str, float]] = {"label_raw": 1.0}
     DEFAULT_K: ClassVar[int] = 50
+    TIE_KEY: ClassVar[str] = "qid"
 
     @classmethod
     def _tantivy_schema(cls) -> tantivy.Schema:

@@ -306,7 +306,7 @@ def _writer(threads: int, processes_from: int = 2) -> dict[str, int]:
     (their start-up and the transfer of the texts) only compete with tantivy's threads (0.69-0.84x of 2 threads
     alone); by the CPU split they pay from ~4 cores on, hence ``processes_from=4`` for it (not measured here).
     Hits do not depend on the thread or process count (same documents, same rows; ``BM25Index.search_many``
-    orders tied scores by popularity, where the index has it, then row, whatever the segments); the done
+    orders tied scores by popularity, where the index has it, then key, whatever the segments); the done
     marker records both.
     """
     if threads < 1:

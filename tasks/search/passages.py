@@ -104,6 +104,7 @@ class PassageIndex(BM25Index):
     SEARCH_FIELDS: ClassVar[dict[str, float]] = {"contents": 1.0}
     EXACT_FIELDS: ClassVar[dict[str, float]] = {}
     DEFAULT_K: ClassVar[int] = 4
+    TIE_KEY: ClassVar[str] = "passage_id"
 
     @classmethod
     def _tantivy_schema(cls) -> tantivy.Schema:

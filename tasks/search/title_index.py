@@ -51,6 +51,7 @@ class TitleIndex(BM25Index):
     EXACT_FIELDS: ClassVar[dict[str, float]] = {"title_exact": 10.0, "base_exact": 6.0, "redirect_exact": 5.0}
     RAW_EXACT_FIELDS: ClassVar[dict[str, float]] = {"title_raw": 1.0}
     DEFAULT_K: ClassVar[int] = 35
+    TIE_KEY: ClassVar[str] = "title"
 
     @classmethod
     def _tantivy_schema(cls) -> tantivy.Schema:

@@ -24,7 +24,7 @@ faster than its main thread, so ``wall(baseline) / main-thread CPU``.
 
 The hits of 2,000 queries (WebQSP-EL test gold mentions for entities, passage openings for passages) are
 compared across set-ups: they must be identical (same documents in the same rows; ``BM25Index.search_many``
-orders ties by popularity, then row).
+orders ties by popularity, then the document's key).
 
 Run: ``.venv/bin/python -m tests.bench.bench_bm25_build [--threads 2] [--entity-scale 5] [--passage-scale 40]``
 """

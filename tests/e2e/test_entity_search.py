@@ -37,7 +37,9 @@ def test_recall_on_covered_webqsp_el_gold_mentions(kb_home: str):
     outs, _ = run_agents(method.agent(ctx), questions, None, tools)
     m = {r["metric"]: r for r in summary_metrics("search", outs, questions)}
     assert m["recall@50_covered"]["n"] > 1300
-    # measured 0.822 / 0.939 / 0.958 (the whole-query disjunction-max before: 0.814 / 0.937 / 0.957)
-    assert m["recall@1_covered"]["value"] >= 0.815
-    assert m["recall@10_covered"]["value"] >= 0.937
-    assert m["recall@50_covered"]["value"] >= 0.957
+    # measured 0.8313 / 0.9398 / 0.9593, the same from two builds of the sample KB whose rows came out of the
+    # merge in different orders (ties broken by QID; by row before: 0.823 / 0.939 / 0.958 from one of them;
+    # the whole-query disjunction-max before that: 0.814 / 0.937 / 0.957)
+    assert m["recall@1_covered"]["value"] >= 0.831
+    assert m["recall@10_covered"]["value"] >= 0.939
+    assert m["recall@50_covered"]["value"] >= 0.959
