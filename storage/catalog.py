@@ -54,15 +54,25 @@ MIN_MEMORY_LIMIT = 100 * 10**6
 _CGROUP = Path("/sys/fs/cgroup")
 
 
+def memory_limit_bytes(size: str) -> int:
+    """Bytes of a DuckDB memory size such as ``8GB`` or ``6300MB`` (``KB``..``TB`` decimal, ``KiB``..``TiB`` binary).
+
+    ValueError for anything else, ``auto`` included: resolve it first with :func:`duckdb_memory_limit`.
+    """
+    m = _MEMORY.fullmatch(size.strip())
+    if not m:
+        raise ValueError(f"expected a memory size such as 8GB or 512MiB, got {size!r}")
+    return int(float(m[1]) * _UNIT[m[2].lower()])
+
+
 def parse_memory_limit(text: str) -> str:
     """A DuckDB memory size such as ``8GB`` or ``512MiB`` (stripped), or ``auto``; ValueError otherwise or < 100 MB."""
     value = text.strip()
     if value.lower() == AUTO_MEMORY:
         return AUTO_MEMORY
-    m = _MEMORY.fullmatch(value)
-    if not m:
+    if not _MEMORY.fullmatch(value):
         raise ValueError(f"expected a memory size such as 8GB or 512MiB, or auto, got {text!r}")
-    if float(m[1]) * _UNIT[m[2].lower()] < MIN_MEMORY_LIMIT:
+    if memory_limit_bytes(value) < MIN_MEMORY_LIMIT:
         raise ValueError(f"a memory size of at least 100MB is needed, got {text!r}")
     return value
 

@@ -48,14 +48,26 @@ articles) on 16 cores / 64 GB, with its assumptions printed next to the numbers:
 exponents (never below 1), RSS from the two largest sizes' (a step capped by a DuckDB memory limit stops growing
 there, which an exponent over every size would not show).
 
-Run: ``.venv/bin/python -m tests.bench.bench_scale [--sizes 10000,100000,300000] [--dense-max 10000] [--keep]``
-(``make bench-scale``; long: not part of ``make bench``).
+Sizes longer than one sitting (10 M: ~5 h on 2 cores): ``--resume DIR`` works in ``DIR`` instead of a temp folder
+and saves the figures to ``DIR/state.json`` after every step (atomically); stopped by SIGTERM or Ctrl-C (the running
+step's process group is stopped, what it measured so far is saved) or by a crash, the same command goes on where it
+was: finished sizes, written inputs and measured steps are not redone, an interrupted ``kb build`` continues from
+its staged shards (its wall then sums the attempts, each with its start-up; the stage and merge rows come from the
+KB manifest's per-shard and per-table records either way), an interrupted index is built again. Another run in the
+same ``DIR``, or one with other options, is refused. Every CLI step records its commit and date, and the report says
+when the sizes span several. ``--inputs-only`` writes the inputs and stops; ``--kind-max KIND=N`` builds an index
+kind only up to N entities (kg-oxigraph's store needs ~7 kB per entity on disk at its peak), and the projection then
+takes that step from the largest size that ran it.
+
+Run: ``.venv/bin/python -m tests.bench.bench_scale [--sizes 10000,100000,300000] [--dense-max 10000] [--keep]
+[--resume DIR] [--kind-max kg-oxigraph=3000000]`` (``make bench-scale``; long: not part of ``make bench``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import math
 import os
@@ -73,7 +85,7 @@ from pathlib import Path
 
 import psutil
 
-from storage.catalog import auto_memory_limit, duckdb_memory_limit, parse_memory_limit
+from storage.catalog import auto_memory_limit, duckdb_memory_limit, memory_limit_bytes, parse_memory_limit
 from tests.bench.bench_ingest import real_lines
 from tests.bench.bench_search import OFFSET, rewrite
 from tests.bench.bench_wikipedia import real_pages, write_dump
@@ -310,8 +322,17 @@ class WikipediaWriter:
 #: (1.2 and 1.05), so that the >= 10 M point is refused up front rather than failing hours in.
 GZ_RATIO, BZ2_RATIO = 6.2, 3.6
 BUILD_PEAK = 4.0e3
+#: kb build's peak at a DuckDB limit of 4 GB or more (the merge spills less): ``auto`` on 24 GB (6300MB, 6e7d18d)
+#: peaked at 2.1 / 2.4 kB per entity at 1 M / 3 M, grown to 10 M at their exponent (1.13): 2.8 kB
+BUILD_PEAK_LARGE_LIMIT = 3.0e3
 INDEX_PEAK = 7.4e3
+#: The largest index peak where kg-oxigraph does not run (``--kind-max kg-oxigraph=N`` below the size):
+#: passage-bm25, 2.3 kB per entity at 3 M, over the KB and the kept search index
+OTHER_INDEX_PEAK = 4.0e3
 HOME_KEPT = 6.3e3
+#: Steps that ``--resume`` continues instead of starting over (``kb build`` keeps its staged shards), so the walls of
+#: their interrupted attempts add up (:func:`join_attempts`); any other interrupted step is run again whole
+CONTINUED = ("kb build",)
 #: The index ``run search-recall`` searches (its default source): kept until that run, without ``--keep``
 SEARCH_INDEX = "entity-bm25"
 
@@ -366,15 +387,22 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def run_step(argv: list[str], env: dict, log: Path, home: Path) -> dict:
+def run_step(argv: list[str], env: dict, log: Path, home: Path, live: dict | None = None) -> dict:
     """Run one CLI command in its own process group; wall, peak tree RSS, disk growth of ``home`` (net, and its
     peak while the step ran: the file system's used bytes, every 0.2 s, so DuckDB's spill files, a build's staging
-    and files the step writes outside ``home`` count; so would another program writing to the same disk), rc."""
+    and files the step writes outside ``home`` count; so would another program writing to the same disk), rc.
+
+    ``live``, when given, holds the figures so far (``wall``, ``rss``, ``disk_peak``, ``home0``: ``home``'s bytes
+    at the start), updated every 0.2 s: what an interrupted step had measured. The output is appended to ``log``
+    after a line naming the attempt, so a step run again (``--resume``) keeps the earlier attempt's output."""
     d0 = du(home)
     fs0 = shutil.disk_usage(home).used
     fs_peak = fs0
     t0 = time.perf_counter()
-    with open(log, "wb") as fh:
+    live = {} if live is None else live
+    with open(log, "ab") as fh:
+        fh.write(f"=== bench_scale: {time.strftime('%F %T %Z')}: {' '.join(argv)}\n".encode())
+        fh.flush()
         p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
         ps = psutil.Process(p.pid)
         peak = 0
@@ -382,6 +410,7 @@ def run_step(argv: list[str], env: dict, log: Path, home: Path) -> dict:
             while p.poll() is None:
                 peak = max(peak, _tree_rss(ps))
                 fs_peak = max(fs_peak, shutil.disk_usage(home).used)
+                live.update(wall=time.perf_counter() - t0, rss=peak, disk_peak=fs_peak - fs0, home0=d0)
                 time.sleep(0.2)
         except BaseException:  # Ctrl-C: the whole step, Prefect server and workers included
             _killpg(p.pid)
@@ -397,7 +426,31 @@ def run_step(argv: list[str], env: dict, log: Path, home: Path) -> dict:
               f"{[_cmd(q) for q in left]}; killed", flush=True)
         _killpg(p.pid)
     return {"wall": wall, "rss": peak, "disk": du(home) - d0, "disk_peak": fs_peak - fs0, "rc": p.returncode,
-            "left_behind": len(left)}
+            "left_behind": len(left), "home0": d0}
+
+
+def join_attempts(r: dict, earlier: list[dict]) -> dict:
+    """The figures of a step that ``--resume`` CONTINUED (``kb build``: its finished shards are kept) after
+    ``earlier`` interrupted attempts: wall summed (each attempt's start-up included), peak RSS the largest, disk
+    net from the first attempt's start, disk peak the largest over that start."""
+    if not earlier:
+        return r
+    home0 = earlier[0].get("home0", r["home0"])
+    lost = r["home0"] - home0  # what the earlier attempts left in home (staged shards), net of their start
+    return {**r, "wall": r["wall"] + sum(e.get("wall", 0.0) for e in earlier),
+            "rss": max([r["rss"], *(e.get("rss", 0) for e in earlier)]),
+            "disk": r["disk"] + lost,
+            "disk_peak": max([r["disk_peak"] + lost, *(e.get("disk_peak", 0) for e in earlier)]),
+            "home0": home0, "attempts": 1 + len(earlier)}
+
+
+def save_state(path: Path, startup: float, dense_rate: dict, results: dict, extra: dict | None = None) -> None:
+    """Write the measured figures as JSON (the ``--save`` / ``--load`` format), atomically (temp file + rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"commit": _sh("git", "rev-parse", "--short", "HEAD"), "startup": startup,
+                               "dense_rate": dense_rate, "results": results, **(extra or {})},
+                              indent=1, default=str))
+    os.replace(tmp, path)
 
 
 def _cmd(q: psutil.Process) -> str:
@@ -537,6 +590,12 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
         for s in results[n]["steps"]:
             if s not in steps:
                 steps.append(s)
+    runs = {n: sorted({f"{r['commit']} {r['date']}" for r in results[n]["steps"].values() if r.get("commit")})
+            for n in sizes}
+    if len({x for v in runs.values() for x in v}) > 1:  # --load'ed sizes, or a --resume over several sittings
+        print("\nNOTE: the sizes were measured on several commits or days (the CLI steps' commit and date; this "
+              "machine's speed varies ~15% from day to day, which a 2-point exponent amplifies): "
+              + "; ".join(f"{n:,}: {', '.join(v) or 'not recorded'}" for n, v in runs.items()))
     print("\n== per step: wall / peak RSS (process tree) / disk growth of LINKEDQA_HOME (net, and the peak while the "
           "step ran) ==")
     print(f"(start-up of a CLI step: {startup:.1f} s (the same index command again, already built); it is in every "
@@ -595,9 +654,16 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
     total = dense_total = 0.0
     stage_full: list[float] = []
     for s in steps:
+        # the largest size that measured this step (a step skipped at the largest size, e.g. kg-oxigraph where the
+        # disk is short, is projected from the largest size that ran it, and says so)
+        ran = [n for n in sizes if (results[n]["steps"].get(s) or {}).get("wall") is not None]
+        src = ran[-1] if ran else big
+        res = results[src]
         r = res["steps"].get(s)
         ew, er = expo.get(s, (None, None))
         sp, why = SPEEDUP.get(s, (1.0, "no speed-up assumed"))
+        if src != big:
+            why = f"FROM THE {src:,} SIZE (not run at {big:,}); {why}"
         why = why.replace("{mem}", (res.get("memory_limit") or "not recorded (2GB before 6619875)")
                           + f" here; auto gives {auto_memory_limit(1, FULL_RAM_GB * 10**9)} on {FULL_RAM_GB} GB, so it "
                           "would spill less there")
@@ -670,8 +736,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  epilog="the >= 10 M point: --sizes 10000,100000,300000,10000000 (needs ~74 GB of "
                                         "free disk at kg-oxigraph's peak by the estimate above (without --keep), so "
-                                        "it is refused with less than ~82 GB free; choose --workdir on a larger disk; "
-                                        "~5 h on 2 cores: 3 M took 1.4 h, 20 min of it writing the inputs)")
+                                        "it is refused with less than ~82 GB free; choose --workdir on a larger disk, "
+                                        "or add --kind-max kg-oxigraph=3000000: then kb build's peak with the inputs "
+                                        "still there, ~57 GB at the auto limit on 24 GB; ~5 h on 2 cores: 3 M took "
+                                        "1.4 h, 20 min of it writing the inputs, so --resume DIR to spread it over "
+                                        "sittings)")
     ap.add_argument("--sizes", default="10000,100000,300000",
                     help="entity counts, comma-separated (empty with --load: only print the loaded figures' report)")
     ap.add_argument("--dense-max", type=int, default=None,
@@ -694,9 +763,30 @@ def main() -> int:
                     help="JSON of an earlier --save run (same machine): its sizes join the tables, exponents and "
                          "projection (sizes run again here replace them)")
     ap.add_argument("--stop-on-failure", action="store_true", help="stop (exit 1) at the first failed step")
+    ap.add_argument("--resume", default=None, metavar="DIR",
+                    help="work in DIR (made if missing) instead of a temp folder and keep it: the figures are saved "
+                         "to DIR/state.json after every step, so a run stopped (Ctrl-C, SIGTERM, a crash) and started "
+                         "again with the same options and --resume DIR goes on at the step it was in: finished sizes, "
+                         "inputs and steps are not redone; an interrupted kb build continues (its staged shards are "
+                         "kept; its wall then sums the attempts), an interrupted index is built again. For sizes "
+                         "longer than one sitting (10 M: ~5 h on 2 cores)")
+    ap.add_argument("--inputs-only", action="store_true",
+                    help="with --resume: write the sizes' inputs and stop (a later --resume DIR runs the steps)")
+    ap.add_argument("--kind-max", action="append", default=[], metavar="KIND=N",
+                    help="build index KIND only up to N entities (0: never; repeatable), e.g. kg-oxigraph=3000000: "
+                         "its store peaks at ~7 kB per entity on disk, ~70 GB at 10 M; the projection takes a step "
+                         "not run at the largest size from the largest size that ran it")
     ap.add_argument("--data", default=os.environ.get("LINKEDQA_DATA", str(ROOT.parent / "shared" / "data")))
     a = ap.parse_args()
     sizes = sorted({int(s) for s in a.sizes.split(",") if s.strip()})
+    kind_max: dict[str, int] = {}
+    for item in a.kind_max:
+        kind, _, cap = item.partition("=")
+        if kind.strip() not in INDEX_KINDS or not cap.strip().isdigit():
+            ap.error(f"--kind-max: expected KIND=N with KIND one of {', '.join(INDEX_KINDS)}, got {item!r}")
+        kind_max[kind.strip()] = int(cap)
+    if a.inputs_only and not a.resume:
+        ap.error("--inputs-only needs --resume DIR (the inputs are kept there for the run that measures them)")
     if not sizes and a.load:
         old = json.loads(Path(a.load).read_text())
         print(f"bench_scale: report of {a.load} (commit {old.get('commit')}), nothing run")
@@ -721,6 +811,7 @@ def main() -> int:
     avx512 = "yes" if "avx512f" in lscpu else "no"
     dirty = " (+ uncommitted changes)" if _sh("git", "status", "--porcelain", "--", "flows", "tasks", "storage",
                                                "sql") else ""
+    commit = _sh("git", "rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
     print(f"bench_scale: commit {_sh('git', 'rev-parse', '--short', 'HEAD')}{dirty}; CPU {model}, AVX-512 {avx512}, "
           f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB RAM; {time.strftime('%F %T %Z')}")
     print("input: SYNTHETIC dumps built from the REAL sample files only: the real Wikidata entity lines "
@@ -737,25 +828,54 @@ def main() -> int:
           f"mean {mean_b / 1e3:.1f} kB and {mean_st:.1f} statements per entity (full dump ~11 kB, "
           f"{MEAN_STATEMENTS:.1f}); {len(pages)} real pages, mean {page_b / 1e3:.1f} kB")
 
+    # the options a --resume DIR was started with: figures measured under other ones would not compare
+    limit = duckdb_memory_limit(parse_memory_limit(a.memory_limit) if a.memory_limit else None)
+    run_args = {"seed": a.seed, "min_pages": a.min_pages, "shards": a.shards, "workers": a.workers,
+                "memory_limit": limit, "dense_max": dense_max, "passage_dense_max": a.passage_dense_max,
+                "kind_max": kind_max, "data": str(data)}
+    work = Path(a.resume).resolve() if a.resume else None
+    state_file = work / "state.json" if work else None
+    prior = json.loads(state_file.read_text()) if state_file and state_file.exists() else None
+    if prior is not None:
+        diff = {k: (prior.get("args", {}).get(k), v) for k, v in run_args.items() if prior.get("args", {}).get(k) != v}
+        if diff:
+            changed = "; ".join(f"{k}: {o!r} -> {n!r}" for k, (o, n) in diff.items())
+            ap.error(f"--resume {work}: started with other options; run it with the same ones or use another DIR "
+                     f"(option: started with -> now): {changed}")
+
     # disk and time, up front
+    build_peak = BUILD_PEAK_LARGE_LIMIT if memory_limit_bytes(limit) >= 4e9 else BUILD_PEAK
+    def oxigraph(n: int) -> bool:
+        return n <= kind_max.get("kg-oxigraph", n)
+
     need = []
     for n in sizes:
+        index_peak = INDEX_PEAK if oxigraph(n) else OTHER_INDEX_PEAK
         inputs = n * mean_b / GZ_RATIO + page_copies(n, pages, a.min_pages) * len(pages) * page_b / BZ2_RATIO
+        if a.inputs_only:
+            need.append(inputs)
         # without --keep the build's peak (inputs still there) or the largest index's (inputs gone), size by size
-        need.append(inputs + n * (HOME_KEPT + BUILD_PEAK) if a.keep else max(inputs + n * BUILD_PEAK, n * INDEX_PEAK))
-    peak_need = sum(need) if a.keep else max(need)
-    parent = Path(a.workdir or tempfile.gettempdir())
+        elif a.keep:
+            need.append(inputs + n * (HOME_KEPT + build_peak))
+        else:
+            need.append(max(inputs + n * build_peak, n * index_peak))
+    peak_need = sum(need) if (a.keep or a.inputs_only) else max(need)
+    parent = work.parent if work else Path(a.workdir or tempfile.gettempdir())
     if not parent.is_dir():
-        ap.error(f"--workdir: {parent} is not a directory")
+        ap.error(f"{'--resume' if work else '--workdir'}: {parent} is not a directory")
     free = shutil.disk_usage(parent).free
+    held = du(work) if work and work.exists() else 0  # what a resumed run already wrote counts in the need
     print(f"disk: need ~{_fmt_b(peak_need)} at the peak ({'all sizes kept' if a.keep else 'one size at a time'}: "
           f"inputs ~{mean_b / GZ_RATIO / 1e3:.1f} kB/entity .json.gz and the .xml.bz2, LINKEDQA_HOME "
           + (f"~{HOME_KEPT / 1e3:.1f} kB/entity with every index kept" if a.keep else
-             f"~{BUILD_PEAK / 1e3:.1f} kB/entity at the peak of kb build, ~{INDEX_PEAK / 1e3:.1f} at kg-oxigraph's")
-          + f"), free {_fmt_b(free)} under {parent}")
-    if peak_need > free * 0.9:
-        print(f"REFUSED: the sizes {sizes} need ~{_fmt_b(peak_need)} but only {_fmt_b(free)} is free under "
-              f"{parent} (keep 10% spare); choose smaller --sizes or another --workdir", file=sys.stderr)
+             f"~{build_peak / 1e3:.1f} kB/entity at the peak of kb build (DuckDB limit {limit}), "
+             f"~{INDEX_PEAK / 1e3:.1f} at kg-oxigraph's, ~{OTHER_INDEX_PEAK / 1e3:.1f} at passage-bm25's "
+             "where kg-oxigraph does not run")
+          + f"), free {_fmt_b(free)} under {parent}" + (f", {_fmt_b(held)} of it already in {work}" if held else ""))
+    if peak_need - held > free * 0.9:
+        print(f"REFUSED: the sizes {sizes} need ~{_fmt_b(peak_need)} but only {_fmt_b(free + held)} is free under "
+              f"{parent} (keep 10% spare); choose smaller --sizes, --kind-max kg-oxigraph=N or another "
+              f"{'--resume DIR' if work else '--workdir'}", file=sys.stderr)
         return 2
     # a priori ~1.2 ms per entity for build + bm25 + KG + export on 2 cores, dense ~400 texts/s, ~15 s start-up/step
     steps_n = 3 + len(INDEX_KINDS)
@@ -764,7 +884,21 @@ def main() -> int:
           "up to "
           f"{dense_max:,} entities); refined after each size", flush=True)
 
-    work = Path(tempfile.mkdtemp(prefix="lqa-bench-scale-", dir=a.workdir))
+    if work:
+        work.mkdir(parents=True, exist_ok=True)
+        lock = open(work / ".lock", "a+")  # noqa: SIM115 - held until the process exits
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            print(f"REFUSED: another bench_scale (pid {lock.read().strip() or '?'}) is running in {work}; wait for it "
+                  "or stop it (SIGTERM or Ctrl-C: it saves what it measured)", file=sys.stderr)
+            return 2
+        lock.truncate(0)
+        lock.write(str(os.getpid()))
+        lock.flush()
+    else:
+        work = Path(tempfile.mkdtemp(prefix="lqa-bench-scale-", dir=a.workdir))
     results: dict[int, dict] = {}
     dense_rate: dict[str, tuple[float, float]] = {}
     startup = 0.0
@@ -774,68 +908,129 @@ def main() -> int:
         dense_rate.update({k: tuple(v) for k, v in old["dense_rate"].items()})
         startup = old["startup"]
         print(f"loaded sizes {sorted(results)} from {a.load} (commit {old.get('commit')}); start-up {startup:.1f} s")
+    resumed: set[int] = set()
+    if prior is not None:
+        resumed = {int(k) for k in prior["results"]}
+        results.update({int(k): v for k, v in prior["results"].items()})
+        dense_rate.update({k: tuple(v) for k, v in prior["dense_rate"].items()})
+        startup = prior["startup"] or startup
+        print(f"resuming {work} (started on commit {prior.get('commit')}): sizes "
+              + ", ".join(f"{n:,} {'done' if results[n].get('seconds') is not None else 'begun'}"
+                          for n in sorted(resumed)), flush=True)
+
+    def save() -> None:
+        if state_file:  # this run's sizes only: a --load'ed file stays the source of its own sizes
+            save_state(state_file, startup, dense_rate, {n: results[n] for n in sizes if n in results},
+                       {"args": run_args})
+
+    def on_term(signum, frame):  # SIGTERM stops the step and saves as Ctrl-C does
+        raise KeyboardInterrupt
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
     failed = False
+    current: dict = {}  # the size being run: its figures and when this run began it
     try:
         for n in sizes:
             t_size = time.perf_counter()
             sdir = work / f"n{n}"
             home = sdir / "home"
-            home.mkdir(parents=True)
+            res = results.get(n) if n in resumed else None
+            if res is not None and res.get("seconds") is not None:
+                print(f"\n=== {n:,} entities: done in an earlier run of {work} ({_fmt_s(res['seconds'])}) ===")
+                continue
             env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
             env.update(LINKEDQA_HOME=str(home), LINKEDQA_DATA=str(data), PYTHONUNBUFFERED="1")
             print(f"\n=== {n:,} entities ({sdir}) ===", flush=True)
-            t0 = time.perf_counter()
-            xml = sdir / "enwiki-pages-articles.xml.bz2"
-            bz = WikipediaWriter(header, pages, page_copies(n, pages, a.min_pages), xml)
-            try:
-                wd = write_wikidata(tpl, n, sdir / "wikidata-all.json.gz")
-            except BaseException:  # disk full, Ctrl-C: bzip2 and its writer go too
-                bz.stop()
-                raise
-            n_pg, xml_plain = bz.wait()
-            xml_b = xml.stat().st_size
-            print(f"  input in {time.perf_counter() - t0:.0f} s: {wd['gz_bytes'] / 1e6:.1f} MB .json.gz "
-                  f"({wd['json_bytes'] / 1e6:.0f} MB JSON, mean {wd['json_bytes'] / n / 1e3:.1f} kB and "
-                  f"{wd['statements'] / n:.1f} statements per entity), {xml_b / 1e6:.1f} MB .xml.bz2 "
-                  f"({n_pg:,} pages)", flush=True)
-            res: dict = {"input": {**wd, "xml_bytes": xml_b, "xml_plain": xml_plain, "pages": n_pg}, "steps": {},
-                         "input_s": time.perf_counter() - t0}
+            gz, xml = sdir / "wikidata-all.json.gz", sdir / "enwiki-pages-articles.xml.bz2"
+            built = res is not None and "kb build" in res["steps"] and res["steps"]["kb build"].get("rc") == 0
+            if res is not None and (built or (gz.exists() and xml.exists())):
+                print(f"  input written in an earlier run ({res['input_s']:.0f} s)" +
+                      ("" if built else f": {gz.stat().st_size / 1e6:.1f} MB .json.gz, "
+                                        f"{xml.stat().st_size / 1e6:.1f} MB .xml.bz2"), flush=True)
+            else:
+                shutil.rmtree(sdir, ignore_errors=True)  # an interrupted write, or a home without its inputs
+                home.mkdir(parents=True)
+                t0 = time.perf_counter()
+                bz = WikipediaWriter(header, pages, page_copies(n, pages, a.min_pages), xml)
+                try:
+                    wd = write_wikidata(tpl, n, gz)
+                except BaseException:  # disk full, Ctrl-C: bzip2 and its writer go too
+                    bz.stop()
+                    raise
+                n_pg, xml_plain = bz.wait()
+                xml_b = xml.stat().st_size
+                print(f"  input in {time.perf_counter() - t0:.0f} s: {wd['gz_bytes'] / 1e6:.1f} MB .json.gz "
+                      f"({wd['json_bytes'] / 1e6:.0f} MB JSON, mean {wd['json_bytes'] / n / 1e3:.1f} kB and "
+                      f"{wd['statements'] / n:.1f} statements per entity), {xml_b / 1e6:.1f} MB .xml.bz2 "
+                      f"({n_pg:,} pages)", flush=True)
+                res = {"input": {**wd, "xml_bytes": xml_b, "xml_plain": xml_plain, "pages": n_pg}, "steps": {},
+                       "input_s": time.perf_counter() - t0, "dropped": 0, "earlier_s": 0.0}
+                t_size = t0  # the input's time is in the size's, once
             results[n] = res
+            current.update(res=res, t=t_size)
+            save()
+            if a.inputs_only:
+                res["earlier_s"] += time.perf_counter() - t_size
+                current.clear()
+                save()
+                continue
             log_dir = sdir / "logs"
-            log_dir.mkdir()
-            dropped = 0  # bytes of the indexes removed once measured
+            log_dir.mkdir(exist_ok=True)
 
             def step(name: str, argv: list[str], res=res, env=env, home=home, log_dir=log_dir) -> dict | None:
                 log = log_dir / (re.sub(r"\W+", "_", name) + ".log")
-                r = run_step(argv, env, log, home)
+                live: dict = {}
+                try:
+                    r = run_step(argv, env, log, home, live)
+                except BaseException:
+                    if live:  # what the interrupted attempt measured: kb build goes on from it when resumed
+                        res.setdefault("attempts", {}).setdefault(name, []).append(live)
+                    raise
+                earlier = res.get("attempts", {}).pop(name, [])
+                if earlier and name in CONTINUED:
+                    r = join_attempts(r, earlier)
                 r["cli"] = True  # a CLI command: the start-up is in its wall (set in report)
                 r["log"] = log
+                r["commit"], r["date"] = commit, time.strftime("%F")  # a resumed run may span commits and days
                 res["steps"][name] = r
+                again = f"; {r['attempts']} attempts, walls summed" if r.get("attempts") else ""
                 print(f"  {name:<22} {_fmt_s(r['wall']):>9}  peak RSS {_fmt_b(r['rss']):>9}  "
-                      f"disk +{_fmt_b(r['disk'])} (peak +{_fmt_b(r['disk_peak'])})", flush=True)
+                      f"disk +{_fmt_b(r['disk'])} (peak +{_fmt_b(r['disk_peak'])}){again}", flush=True)
                 if r["rc"]:
                     fail(name, argv, log, r["rc"])
                     r["wall"] = None
                     return None
                 return r
 
-            if n == sizes[0]:
+            def measured(name: str, res=res) -> bool:
+                r = res["steps"].get(name)
+                if r is None or r.get("rc") != 0 or r.get("wall") is None:
+                    return False
+                print(f"  {name:<22} {_fmt_s(r['wall']):>9}  (measured in an earlier run)", flush=True)
+                return True
+
+            if n == sizes[0] and not res["steps"]:
                 r = run_step(_cli("kb", "list"), env, log_dir / "kb_list.log", home)
                 print(f"  `kb list` (CLI start-up without a flow): {r['wall']:.1f} s, peak RSS {_fmt_b(r['rss'])}",
                       flush=True)
-            shards = a.shards or max(2, math.ceil(wd["json_bytes"] / 512e6))
-            b = step("kb build", _cli("kb", "build", "--wikidata", str(sdir / "wikidata-all.json.gz"),
-                                      "--wikipedia", str(xml), "--name", f"scale{n}", "--shards", str(shards),
-                                      "--workers", str(a.workers), *mem))
-            if b is None:
-                failed = True
-                if a.stop_on_failure:
-                    break
-                continue
-            b["note"] = f"--shards {shards} --workers {a.workers}; disk peak +{_fmt_b(b['disk_peak'])}"
-            if not a.keep:  # read once by the build (its seek indexes stay in LINKEDQA_HOME's cache)
-                for f in (sdir / "wikidata-all.json.gz", xml):
-                    f.unlink()
+            shards = a.shards or max(2, math.ceil(res["input"]["json_bytes"] / 512e6))
+            if not measured("kb build"):
+                b = step("kb build", _cli("kb", "build", "--wikidata", str(gz), "--wikipedia", str(xml),
+                                          "--name", f"scale{n}", "--shards", str(shards), "--workers",
+                                          str(a.workers), *mem))
+                if b is None:
+                    failed = True
+                    save()
+                    if a.stop_on_failure:
+                        break
+                    continue
+                b["note"] = f"--shards {shards} --workers {a.workers}; disk peak +{_fmt_b(b['disk_peak'])}" + (
+                    f"; {b['attempts']} attempts (interrupted, resumed)" if b.get("attempts") else "")
+                if not a.keep:  # read once by the build (its seek indexes stay in LINKEDQA_HOME's cache)
+                    for f in (gz, xml):
+                        f.unlink()
+                save()
+            wd, xml_plain, n_pg = res["input"], res["input"]["xml_plain"], res["input"]["pages"]
             mans = [json.loads(p.read_text()) for p in (home / "kb").glob("*/manifest.json")]
             man = next(m for m in mans if m.get("name") == f"scale{n}")
             version = man["kb_version"]
@@ -859,7 +1054,7 @@ def main() -> int:
                     "rss": max(s.get("peak_rss_mb", 0) for s in wp_sh) * 2**20,
                     "note": f"longest of {len(wp_sh)} byte-range shards; {sum(s['seconds'] for s in wp_sh):.1f} "
                             f"core-s; {n_pg:,} pages, {xml_plain / 1e6:.0f} MB XML"}
-            for which, src in (("wikidata", "wikidata-all.json.gz"), ("wikipedia", xml.name)):
+            for which, src in (("wikidata", gz.name), ("wikipedia", xml.name)):
                 mark = seek_index_record(home, src)
                 if mark is not None:
                     res["steps"][f"seek index {which}"] = {
@@ -877,9 +1072,15 @@ def main() -> int:
                 dense_rate["passage-dense"] = passage_rate(version, env, rc, xml_plain)
                 print(f"  passage-dense encode rate, in-process sample of {SAMPLE} of this KB's passages (model "
                       f"load excluded): {dense_rate['passage-dense'][0]:.1f} passages/s", flush=True)
+            save()
             for kind in INDEX_KINDS:
                 name = f"index {kind}"
                 limit = dense_max if kind == "entity-dense" else min(dense_max, a.passage_dense_max)
+                if n > kind_max.get(kind, n):
+                    why_not = f"not run above {kind_max[kind]:,} entities (--kind-max)"
+                    print(f"  {name:<22} {why_not}", flush=True)
+                    res["steps"][name] = {"wall": None, "note": why_not}
+                    continue
                 if kind in DENSE and n > limit:
                     known = dense_rate.get(kind)
                     texts = rc.get("passages", 0) if kind == "passage-dense" else \
@@ -891,6 +1092,10 @@ def main() -> int:
                     why_not = f"not run above {limit:,} entities" if limit else f"not run ({flag} 0)"
                     print(f"  {name:<22} {why_not}{eta}", flush=True)
                     res["steps"][name] = {"wall": None, "note": f"{why_not}{eta}"}
+                    continue
+                if measured(name):
+                    if not a.keep and kind != SEARCH_INDEX:  # stopped between its measure and its removal
+                        res["dropped"] += drop_index(home, version, kind)
                     continue
                 r = step(name, _cli("kb", "index", "--kb", version, "--kind", kind, "--workers", str(a.workers), *mem))
                 if r is not None and not startup:
@@ -905,14 +1110,16 @@ def main() -> int:
                               f"{_fmt_b(again['rss'])}", flush=True)
                 if r is None:
                     failed = True
+                    save()
                     if a.stop_on_failure:
                         break
                     continue
                 # the build's own seconds (build_index_task's line), free of the start-up's noise: at 100k the
                 # start-up (~8-11 s) dwarfs a BM25 build, and a 1 s wobble of it swung the fitted exponent
-                own = re.search(rf"index {re.escape(kind)}\s+built in ([0-9.]+)s", r["log"].read_text(errors="replace"))
-                if own:
-                    r["own_s"] = float(own.group(1))
+                own = re.findall(rf"index {re.escape(kind)}\s+built in ([0-9.]+)s",
+                                 r["log"].read_text(errors="replace"))
+                if own:  # the last attempt's line (the log keeps every attempt's output)
+                    r["own_s"] = float(own[-1])
                     r["note"] = f"built in {r['own_s']:.1f} s (its log)"
                 if kind in DENSE:
                     done = next(iter((home / "indexes" / version).glob(f"{kind}.v*/_done.json")), None)
@@ -923,35 +1130,41 @@ def main() -> int:
                     dense_rate[kind] = (rate, per)
                     r["note"] = f"{texts:,} texts, encoded at {rate:.0f} texts/s (index meta)"
                 if not a.keep and kind != SEARCH_INDEX:
-                    dropped += drop_index(home, version, kind)
+                    res["dropped"] += drop_index(home, version, kind)
+                save()
             if failed and a.stop_on_failure:
                 break
             nt = sdir / "kb.nt.gz"
-            r = step("export-nt", _cli("kb", "export-nt", "--kb", version, str(nt), "--workers", str(a.workers),
-                                       *mem))
-            if r is not None:
-                r["note"] = f"{nt.stat().st_size / 1e6:.1f} MB .nt.gz (outside LINKEDQA_HOME, not in disk)"
-                r["disk"] = nt.stat().st_size
-                nt.unlink()
-            else:
-                failed = True
-            r = step("search-recall", _cli("run", "search-recall", "--dataset", "webqsp-el", "--split", "test",
-                                           "--kb", version, "--limit", "200"))
-            if r is None:
-                failed = True
-            else:
-                found = dict(re.findall(r"\b(recall@(?:1|10|50)(?:_covered)?|kb_coverage)\s*[=:]?\s*([0-9.]+)",
-                                        r["log"].read_text(errors="replace")))
-                r["note"] = ", ".join(f"{k} {v}" for k, v in found.items())
+            if not measured("export-nt"):
+                r = step("export-nt", _cli("kb", "export-nt", "--kb", version, str(nt), "--workers", str(a.workers),
+                                           *mem))
+                if r is not None:
+                    r["note"] = f"{nt.stat().st_size / 1e6:.1f} MB .nt.gz (outside LINKEDQA_HOME, not in disk)"
+                    r["disk"] = nt.stat().st_size
+                    nt.unlink()
+                else:
+                    failed = True
+                save()
+            if not measured("search-recall"):
+                r = step("search-recall", _cli("run", "search-recall", "--dataset", "webqsp-el", "--split", "test",
+                                               "--kb", version, "--limit", "200"))
+                if r is None:
+                    failed = True
+                else:
+                    found = dict(re.findall(r"\b(recall@(?:1|10|50)(?:_covered)?|kb_coverage)\s*[=:]?\s*([0-9.]+)",
+                                            r["log"].read_text(errors="replace")))
+                    r["note"] = ", ".join(f"{k} {v}" for k, v in found.items())
+                save()
             if not a.keep:
-                dropped += drop_index(home, version, SEARCH_INDEX)
+                res["dropped"] += drop_index(home, version, SEARCH_INDEX)
+            dropped = res["dropped"]
             home_b = du(home) + dropped  # the indexes removed once measured counted, as if kept
             res["home_bytes"] = home_b
-            res["seconds"] = time.perf_counter() - t_size
+            res["seconds"] = res.get("earlier_s", 0.0) + time.perf_counter() - t_size
+            current.clear()
+            save()
             if a.save:
-                Path(a.save).write_text(json.dumps(
-                    {"commit": _sh("git", "rev-parse", "--short", "HEAD"), "startup": startup,
-                     "dense_rate": dense_rate, "results": results}, indent=1, default=str))
+                save_state(Path(a.save), startup, dense_rate, results)
             print(f"  size done in {_fmt_s(res['seconds'])}; LINKEDQA_HOME {_fmt_b(home_b)} "
                   f"({home_b / n / 1e3:.1f} kB/entity, every index counted"
                   f"{'' if a.keep else ', ' + _fmt_b(dropped) + ' of them removed once measured'})", flush=True)
@@ -967,13 +1180,20 @@ def main() -> int:
                 shutil.rmtree(sdir, ignore_errors=True)
             if failed and a.stop_on_failure:
                 break
-        if results:
+        if a.inputs_only:
+            print(f"\ninputs written; measure them with the same options and --resume {work} (without --inputs-only)")
+        elif results:
             report({n: r for n, r in results.items() if r.get("steps")}, startup, dense_rate)
     except KeyboardInterrupt:
-        print("\ninterrupted: the running step's process group was stopped", file=sys.stderr)
+        if current:  # the time this run spent on the size counts when it is resumed
+            current["res"]["earlier_s"] = current["res"].get("earlier_s", 0.0) + time.perf_counter() - current["t"]
+            save()
+        print("\ninterrupted: the running step's process group was stopped"
+              + (f"; resume with the same options and --resume {work}" if a.resume else ""), file=sys.stderr)
         return 130
     finally:
-        if a.keep:
+        signal.signal(signal.SIGTERM, old_term)
+        if a.keep or a.resume:
             print(f"\nkept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)

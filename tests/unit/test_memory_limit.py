@@ -24,6 +24,7 @@ from storage.catalog import (
     auto_memory_limit,
     duckdb_memory_limit,
     machine_memory,
+    memory_limit_bytes,
     parse_memory_limit,
     spilling_connection,
 )
@@ -34,6 +35,18 @@ from tasks.kg.duckdb_store import build_index
 @pytest.mark.parametrize("text", ["8GB", " 512MiB ", "1.5gb", "700 MB", "2TiB", "100MB", "0.1GB"])
 def test_memory_sizes_are_accepted(text: str) -> None:
     assert parse_memory_limit(text) == text.strip()
+
+
+@pytest.mark.parametrize(("text", "size"), [("8GB", 8 * 10**9), (" 6300MB ", 6_300 * 10**6), ("1.5gb", 1_500_000_000),
+                                           ("512MiB", 512 * 2**20), ("2TiB", 2 * 2**40), ("100 MB", 10**8)])
+def test_memory_sizes_convert_to_bytes(text: str, size: int) -> None:
+    assert memory_limit_bytes(text) == size
+
+
+@pytest.mark.parametrize("text", ["auto", "8", "8 GiBs", ""])
+def test_only_sizes_convert_to_bytes(text: str) -> None:
+    with pytest.raises(ValueError, match="expected a memory size"):
+        memory_limit_bytes(text)
 
 
 @pytest.mark.parametrize("text", ["auto", " AUTO ", "Auto"])

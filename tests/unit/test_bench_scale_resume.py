@@ -1,0 +1,36 @@
+"""``make bench-scale --resume``: how an interrupted ``kb build`` and a finished one are joined into one step's figures.
+
+The resume itself (interrupt by SIGTERM during ``kb build`` and during an index, run again, same rows) is exercised by
+running the bench (README, "Scale rehearsal"); these are the rules it applies to the figures.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.bench.bench_scale import join_attempts, save_state
+
+
+def test_a_continued_build_sums_its_attempts_and_counts_disk_from_the_first_start() -> None:
+    earlier = [{"wall": 100.0, "rss": 5e9, "disk_peak": 3e9, "home0": 1e6}]
+    last = {"wall": 400.0, "rss": 4e9, "disk": 2e9, "disk_peak": 2.5e9, "home0": 1e9 + 1e6, "rc": 0}
+    r = join_attempts(last, earlier)
+    assert r["wall"] == 500.0  # both attempts' time, start-up included
+    assert r["rss"] == 5e9  # the larger peak, here the first attempt's
+    assert r["disk"] == 3e9  # the staged shards the first attempt left count as the build's growth
+    assert r["disk_peak"] == 3.5e9  # the last attempt's peak over the first attempt's start
+    assert r["attempts"] == 2 and r["home0"] == 1e6 and r["rc"] == 0
+
+
+def test_a_build_without_earlier_attempts_is_kept_as_measured() -> None:
+    last = {"wall": 4.0, "rss": 1.0, "disk": 2.0, "disk_peak": 3.0, "home0": 0}
+    assert join_attempts(last, []) is last
+
+
+def test_the_state_is_replaced_whole(tmp_path) -> None:
+    path = tmp_path / "state.json"
+    save_state(path, 12.5, {"entity-dense": (400.0, 2.0)}, {10_000: {"steps": {}}}, {"args": {"seed": 18}})
+    save_state(path, 13.0, {}, {100_000: {"steps": {}}})
+    state = json.loads(path.read_text())
+    assert state["startup"] == 13.0 and set(state["results"]) == {"100000"} and "args" not in state
+    assert not list(tmp_path.glob("*.tmp"))  # written beside, then renamed
