@@ -240,6 +240,26 @@ def templates(data: Path, seed: int) -> list[list[Template]]:
     return out
 
 
+#: Rounds of the speed probe (~0.7 s each on the 2-core EPYC of the README's runs)
+PROBE_ROUNDS = 8
+
+
+def speed_probe(tpl: list[list[Template]]) -> float:
+    """Seconds of a fixed single-thread CPU workload, best of 3: render and parse every template ``PROBE_ROUNDS``
+    times (the JSON work staging does). Run before each CLI step, so that steps measured hours or days apart (a
+    ``--resume`` over sittings) can be compared: this machine's speed varies by up to ~35% from one hour to the
+    next (the staging core-seconds of one 1 M input: 228 and 313 on the same day)."""
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for c in range(1, PROBE_ROUNDS + 1):
+            for variants in tpl:
+                for t in variants:
+                    json.loads(t.render(c))
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def write_wikidata(tpl: list[list[Template]], n: int, path: Path) -> dict:
     """``n`` entities as a Wikimedia-style ``[ ... ]`` dump piped through ``gzip -6``; sizes and statements."""
     k = len(tpl)
@@ -592,6 +612,13 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
                 steps.append(s)
     runs = {n: sorted({f"{r['commit']} {r['date']}" for r in results[n]["steps"].values() if r.get("commit")})
             for n in sizes}
+    speed = {n: (results[n]["steps"].get("kb build") or {}).get("probe_s") for n in sizes}
+    known = [v for v in speed.values() if v]
+    if known:
+        print("\nspeed probe before kb build (s; lower = faster; wall* exponents below divide by the probe before "
+              "each step): " + ", ".join(f"{n:,}: {v:.2f}" if v else f"{n:,}: -" for n, v in speed.items())
+              + (f"; the machine's speed varied {max(known) / min(known) - 1:.0%} between sizes"
+                 if len(known) > 1 else ""))
     if len({x for v in runs.values() for x in v}) > 1:  # --load'ed sizes, or a --resume over several sittings
         print("\nNOTE: the sizes were measured on several commits or days (the CLI steps' commit and date; this "
               "machine's speed varies ~15% from day to day, which a 2-point exponent amplifies): "
@@ -611,7 +638,7 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
                   f"{_fmt_b(r.get('disk_peak')):>10}  {r.get('note', '')}")
     print("\n== growth exponents over the sizes run (slope of log y vs log entities; ~1.0 = linear; "
           "wall is net of the start-up; 'last two': between the two largest sizes, the regime the projection "
-          "continues from) ==")
+          "continues from; * = in units of the speed probe run before each step, where those sizes have one) ==")
     expo: dict[str, tuple[float | None, float | None]] = {}
     for s in steps:
         ns = [n for n in sizes if s in results[n]["steps"] and results[n]["steps"][s].get("wall") is not None]
@@ -621,11 +648,20 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
         net = [results[n]["steps"][s]["wall"] - results[n]["steps"][s].get("startup", 0) for n in ns]
         rss = [results[n]["steps"][s].get("rss") for n in ns]
         keep = [i for i, t in enumerate(net) if t >= MIN_NET]  # below, the start-up's noise is the signal
-        ew = slope([xs[i] for i in keep], [net[i] for i in keep])
+        # in units of the speed probe run before the step, where the sizes have one: a slower hour must not read as
+        # growth. It matters between the two largest sizes (a 35% slower hour there adds 0.25 to an exponent over
+        # half a decade, 0.04 over three decades), which a --resume may measure on different days
+        probes = [results[n]["steps"][s].get("probe_s") for n in ns]
+        unit = [t / p if p else t for t, p in zip(net, probes, strict=True)]
+        norm_all = bool(keep) and all(probes[i] for i in keep)
+        norm_two = len(keep) > 2 and all(probes[i] for i in keep[-2:])
+        ys = unit if norm_all else net
+        ew = slope([xs[i] for i in keep], [ys[i] for i in keep])
         er = slope(xs, rss)
         # between the two largest sizes: a step that reaches a memory limit stops growing there (an exponent
         # over every size would still project growth), and one that starts spilling grows faster there
-        ew2 = slope([xs[i] for i in keep[-2:]], [net[i] for i in keep[-2:]]) if len(keep) > 2 else None
+        ys = unit if norm_two else net
+        ew2 = slope([xs[i] for i in keep[-2:]], [ys[i] for i in keep[-2:]]) if len(keep) > 2 else None
         er2 = slope(xs[-2:], rss[-2:]) if len(ns) > 2 else None
         # the projection never scales better than linearly, nor better than between its two largest sizes
         expo[s] = (max((e for e in (ew, ew2) if e is not None), default=None), er2 if er2 is not None else er)
@@ -634,7 +670,9 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
             flag_r = "  RSS GROWS WITH INPUT"
         elif er is not None and er >= 0.2:
             flag_r = "  RSS grew, FLAT between the two largest sizes"
-        print(f"  {s:<22} wall {_fmt_e(ew):>5} ({_exp_word(ew)}; last two {_fmt_e(ew2)})   peak RSS {_fmt_e(er):>5} "
+        print(f"  {s:<22} wall{'*' if norm_all else ' '}{_fmt_e(ew):>5} ({_exp_word(ew)}; last two "
+              f"{_fmt_e(ew2)}{'*' if norm_two else ''})   "
+              f"peak RSS {_fmt_e(er):>5} "
               f"(last two {_fmt_e(er2)}){flag_r}   [{len(keep)}/{len(ns)} sizes with >= {MIN_NET:.0f} s net; "
               f"x = {DRIVER.get(s, 'entities')}]")
     big = sizes[-1]
@@ -979,6 +1017,7 @@ def main() -> int:
 
             def step(name: str, argv: list[str], res=res, env=env, home=home, log_dir=log_dir) -> dict | None:
                 log = log_dir / (re.sub(r"\W+", "_", name) + ".log")
+                probe = speed_probe(tpl)
                 live: dict = {}
                 try:
                     r = run_step(argv, env, log, home, live)
@@ -992,6 +1031,7 @@ def main() -> int:
                 r["cli"] = True  # a CLI command: the start-up is in its wall (set in report)
                 r["log"] = log
                 r["commit"], r["date"] = commit, time.strftime("%F")  # a resumed run may span commits and days
+                r["probe_s"] = probe
                 res["steps"][name] = r
                 again = f"; {r['attempts']} attempts, walls summed" if r.get("attempts") else ""
                 print(f"  {name:<22} {_fmt_s(r['wall']):>9}  peak RSS {_fmt_b(r['rss']):>9}  "
@@ -1061,7 +1101,11 @@ def main() -> int:
                         "wall": mark["seconds"], "startup": 0.0, "core_s": mark["seconds"] * mark["threads"],
                         "rss": None, "note": f"{mark['threads']} decoder threads, {mark['size'] / 1e6:,.0f} MB "
                                              f"decompressed, {mark['size'] / 1e6 / mark['seconds']:.0f} MB/s"}
+            for derived in ("stage wikidata", "stage wikipedia", "seek index wikidata", "seek index wikipedia"):
+                if derived in res["steps"]:  # parts of kb build: its speed probe
+                    res["steps"][derived]["probe_s"] = res["steps"]["kb build"].get("probe_s")
             res["steps"]["merge"] = {"wall": merge_s, "startup": 0.0, "rss": None,
+                                     "probe_s": res["steps"]["kb build"].get("probe_s"),
                                      "note": "manifest merge_seconds: " + ", ".join(
                                          f"{k} {v:.1f}" for k, v in sorted(man.get("merge_seconds", {}).items(),
                                                                            key=lambda kv: -kv[1])[:4])}
