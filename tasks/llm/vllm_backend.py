@@ -69,13 +69,25 @@ USAGE = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
 _REGISTRY_LOCK = threading.Lock()
 
 
+#: vLLM 0.32's step token budget on the CPU platform (``EngineArgs.get_batch_defaults``); without chunked prefill
+#: it must hold the longest prompt, so it is raised to ``max_model_len`` where that is longer.
+CPU_BATCH_TOKENS = 4096
+
+
 def engine_kwargs(engine: EngineConfig, model_path: str, is_cpu: bool) -> dict[str, Any]:
     """Keyword arguments for ``vllm.LLM`` from an :class:`EngineConfig`.
+
+    On the CPU platform chunked prefill is turned off (a prompt is prefilled in one step, waiting for room in the
+    step's token budget instead of being split): vLLM 0.32 rewinds the generator of a request whose partial
+    prefill sampled a token it discards, with the offset that only CUDA generators have, so a seeded request in a
+    chunked batch fails there. Without chunks nothing is discarded and every request keeps its own seed, so a
+    sampled answer no longer depends on what the engine sampled before (README, "the demo's reproducibility").
 
     Args:
         engine: The engine config.
         model_path: Resolved model directory or HF id.
-        is_cpu: Whether vLLM runs on the CPU platform (then ``gpu_memory_utilization`` is left out).
+        is_cpu: Whether vLLM runs on the CPU platform (then ``gpu_memory_utilization`` is left out and chunked
+            prefill is off).
     """
     kw: dict[str, Any] = {
         "model": model_path,
@@ -86,7 +98,10 @@ def engine_kwargs(engine: EngineConfig, model_path: str, is_cpu: bool) -> dict[s
         "enforce_eager": engine.enforce_eager,
         "seed": 0,
     }
-    if not is_cpu:
+    if is_cpu:
+        kw["enable_chunked_prefill"] = False
+        kw["max_num_batched_tokens"] = max(engine.max_model_len, CPU_BATCH_TOKENS)
+    else:
         kw["gpu_memory_utilization"] = engine.gpu_memory_utilization
     return kw
 
@@ -220,6 +235,8 @@ class VLLMBackend:
         self.dtype = entry.dtype
         if entry.dtype not in ("bfloat16", "auto"):  # other numerics, other outputs: keep their cache keys apart
             self.model_id = f"{self.model_id}@{entry.dtype}"
+        if entry.is_cpu:  # answers cached before CPU requests kept their seeds were drawn otherwise: not reused
+            self.model_id = f"{self.model_id}+seeded"
 
     @classmethod
     def wrap(cls, llm: Any, engine: EngineConfig, model_path: str = "<wrapped>") -> VLLMBackend:
@@ -270,12 +287,12 @@ class VLLMBackend:
         return res
 
     @staticmethod
-    def sampling_params(req: ChatRequest, is_cpu: bool = False) -> Any:
+    def sampling_params(req: ChatRequest) -> Any:
         """``vllm.SamplingParams`` of one request (raises ``ValueError`` on invalid values).
 
-        On the CPU platform the per-request seed is left out: vLLM 0.32 CPU fails a whole batch that mixes
-        seeded requests with chunked prefill ("CPU Generator does not use offset"). The engine-level seed
-        still makes a run reproducible, and the response cache (keyed with the seed) makes replays exact.
+        The per-request seed is passed on every platform: on CPU the engine runs without chunked prefill
+        (:func:`engine_kwargs`), where vLLM 0.32 would otherwise fail a seeded batch ("CPU Generator does not use
+        offset").
         """
         from vllm import SamplingParams  # heavy: vllm
 
@@ -286,7 +303,7 @@ class VLLMBackend:
             repetition_penalty=s.repetition_penalty,
             max_tokens=s.max_tokens,
             stop=list(s.stop) or None,
-            seed=None if is_cpu else s.seed,
+            seed=s.seed,
             structured_outputs=structured_outputs(req),
         )
 
@@ -316,7 +333,7 @@ class VLLMBackend:
                 )
                 continue
             try:
-                params.append(self.sampling_params(req, self._entry.is_cpu))
+                params.append(self.sampling_params(req))
             except Exception as e:
                 failed[i] = Completion(error=f"invalid sampling params: {e}", prompt_tokens=n)
                 continue

@@ -28,7 +28,9 @@ from storage.manifest import config_hash, read_manifest
 #:    not its row: rows follow the KB tables' order, which DuckDB's parallel merge changes between builds of the
 #:    same KB version (two cold sample builds: 1,261 of 1,603 WebQSP-EL test gold mentions got another top-50
 #:    from entity-bm25, so the demo's ELA prompts and figures differed between cold runs).
-RUN_FORMAT = 4
+#: 5: sampled requests keep their seeds on the CPU platform too (its engine prefills without chunks); they drew
+#:    from the engine's one generator before, so an answer depended on what the engine had sampled earlier.
+RUN_FORMAT = 5
 
 
 class RunConfig(BaseModel):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import bz2
+import itertools
 import json
 import os
 import re
@@ -70,9 +71,13 @@ def rewrite(page: bytes, copy: int) -> bytes:
 
 
 def write_dump(fh, header: bytes, pages: list[bytes], copies: int) -> tuple[int, int]:
-    """Write a plain XML dump of ``copies`` copies of the page set to the binary file ``fh``; (bytes, pages)."""
+    """Write a plain XML dump of ``copies`` copies of the page set to the binary file ``fh``; (bytes, pages).
+
+    Page by page: the copies are never held together (``make bench-scale`` writes ~10 GB of XML at 3 M entities and
+    ~35 GB at 10 M through ``bzip2``; a tuple of every copy, as before 2026-11-27, held them all in memory)."""
     n = size = 0
-    for chunk in (header, *(rewrite(p, copy) for copy in range(copies) for p in pages), b"</mediawiki>\n"):
+    copied = (rewrite(p, copy) for copy in range(copies) for p in pages)
+    for chunk in itertools.chain((header,), copied, (b"</mediawiki>\n",)):
         fh.write(chunk)
         size += len(chunk)
         n += 1

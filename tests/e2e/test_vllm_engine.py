@@ -39,8 +39,10 @@ def ask(text: str, **sampling) -> ChatRequest:
 def test_embedded_model_prepared(embedded_llm, embedded_models_root: Path) -> None:
     marker = read_marker(embedded_models_root / EMBEDDED_MODEL)
     assert marker["gguf_sha256"] == marker["gguf_sha256_pinned"]
-    # cache keys name the model, plus the dtype where it is not the model's own bf16 (float32 on AVX2-only CPUs)
-    assert embedded_llm.model_id == EMBEDDED_MODEL + ("" if embedded_llm.dtype == "bfloat16" else "@float32")
+    # cache keys name the model, plus the dtype where it is not the model's own bf16 (float32 on AVX2-only CPUs),
+    # plus "+seeded" on CPU (answers cached while CPU requests lost their seeds are not served again)
+    assert embedded_llm.model_id == (EMBEDDED_MODEL + ("" if embedded_llm.dtype == "bfloat16" else "@float32")
+                                     + ("+seeded" if embedded_llm._entry.is_cpu else ""))
     assert not (embedded_models_root / "_gguf" / f"{EMBEDDED_MODEL}.gguf").exists()  # intermediate deleted
 
 
@@ -71,12 +73,27 @@ def test_determinism(embedded_llm) -> None:
     greedy = ask("Write one sentence about rivers.", max_tokens=32)
     a, b = embedded_llm.generate([greedy]), embedded_llm.generate([greedy])
     assert a[0].text == b[0].text and a[0].text
-    if not embedded_llm._entry.is_cpu:
-        # per-request seeds are dropped on vLLM-CPU (they break mixed batches, see VLLMBackend.sampling_params);
-        # there, exact replays of sampled outputs come from the response cache (test_cached_vllm)
-        seeded = ask("Write one sentence about mountains.", max_tokens=32, temperature=0.9, seed=7)
-        c, d = embedded_llm.generate([seeded]), embedded_llm.generate([seeded])
-        assert c[0].text == d[0].text
+    seeded = ask("Write one sentence about mountains.", max_tokens=32, temperature=0.9, seed=7)
+    c, d = embedded_llm.generate([seeded]), embedded_llm.generate([seeded])
+    assert c[0].text == d[0].text
+
+
+def test_a_seeded_answer_does_not_depend_on_the_batch_or_what_was_sampled_before(embedded_llm) -> None:
+    """Each request keeps its own seed, also on CPU (chunked prefill off there: ``engine_kwargs``): the same
+    sampled answer alone, after other sampling, and in a batch whose prompts (~5,000 tokens together) exceed one
+    step's 4,096-token budget, which a chunked prefill would have split (and vLLM 0.32 CPU then failed seeded
+    requests). Before, CPU runs drew from the engine's one generator: the demo's 20 ELA answer prompts sent twice
+    to one engine gave another answer for 14 of them (README)."""
+    seeded = ask("Name a river in Europe and say one thing about it.", max_tokens=24, temperature=0.9, seed=11)
+    alone = embedded_llm.generate([seeded])[0]
+    embedded_llm.generate([ask("Write one sentence about forests.", max_tokens=24, temperature=0.9)])
+    filler = "The Danube flows through ten countries before it reaches the Black Sea. " * 110  # ~1,650 tokens
+    longs = [ask(f"{filler}\nQuestion {i}: which sea does the Danube reach?", max_tokens=8, temperature=0.9,
+                 seed=i) for i in range(3)]
+    batch = embedded_llm.generate([longs[0], seeded, longs[1], longs[2]])
+    assert [c.error for c in batch] == [None] * 4
+    assert alone.text and batch[1].text == alone.text
+    assert embedded_llm.generate([longs[1]])[0].text == batch[2].text
 
 
 def test_engine_reused_in_process(embedded_llm, embedded_models_root: Path) -> None:

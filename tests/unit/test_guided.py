@@ -11,7 +11,7 @@ import pytest
 
 from tasks.llm.openai_backend import request_payload
 from tasks.llm.scripted import ScriptedBackend
-from tasks.llm.types import ChatRequest, SamplingConfig
+from tasks.llm.types import ChatRequest, EngineConfig, SamplingConfig
 from tasks.methods.ea.prompting import choice_options, parse_choice, parse_path, path_regex
 from tasks.methods.ela.method import ElaSettings, answer_regex, ela_agent, parse_answer
 from tasks.methods.runtime import run_agents
@@ -56,8 +56,20 @@ def test_vllm_structured_outputs_params():
     assert vb.structured_outputs(ChatRequest(messages=MSG)) is None
     so = vb.structured_outputs(ChatRequest(messages=MSG, sampling=SamplingConfig(choice=("yes", "no"))))
     assert so.choice == ["yes", "no"] and so.regex is None
-    sp = vb.VLLMBackend.sampling_params(ChatRequest(messages=MSG, sampling=SamplingConfig(regex="a+")), is_cpu=True)
+    sp = vb.VLLMBackend.sampling_params(ChatRequest(messages=MSG, sampling=SamplingConfig(regex="a+", seed=5)))
     assert sp.structured_outputs.regex == "a+"
+    assert sp.seed == 5  # on every platform (CPU engines run without chunked prefill, where seeds hold)
+
+
+@pytest.mark.parametrize("max_model_len", [2048, 4096, 8192])
+def test_cpu_engines_prefill_whole_prompts_so_seeds_hold(max_model_len: int):
+    vb = pytest.importorskip("tasks.llm.vllm_backend")
+    cfg = EngineConfig(max_model_len=max_model_len, dtype="float32")
+    cpu = vb.engine_kwargs(cfg, "/m", is_cpu=True)
+    assert cpu["enable_chunked_prefill"] is False and "gpu_memory_utilization" not in cpu
+    assert cpu["max_num_batched_tokens"] == max(max_model_len, 4096)  # holds the longest prompt, never below vLLM's
+    gpu = vb.engine_kwargs(cfg, "/m", is_cpu=False)
+    assert "enable_chunked_prefill" not in gpu and "max_num_batched_tokens" not in gpu
 
 
 # ------------------------------------------------------------------------------------------------ ELA
