@@ -37,7 +37,7 @@ def rebuild(run_dir: Path, root: Path) -> tuple[list, list[str], list[str], int,
     import pyarrow.parquet as pq
 
     from storage import layout
-    from tasks.llm.types import ChatRequest, SamplingConfig
+    from tasks.llm.types import ChatRequest
     from tasks.methods.ela import method as ela
     from tasks.search.kb_indexes import search_tool
 
@@ -50,20 +50,17 @@ def rebuild(run_dir: Path, root: Path) -> tuple[list, list[str], list[str], int,
             for r in pq.read_table(f, columns=["question_id", "question"]).to_pylist()}
     tool = search_tool(plan["kb_version"], root, st["source"])
     base = ela.load_prompt(st["source"], st["fewshot"])
-    sampling = SamplingConfig(temperature=st["temperature"], top_p=st["top_p"],
-                              repetition_penalty=st["repetition_penalty"], max_tokens=st["max_tokens_answer"],
-                              stop=("</answer>",), seed=st["seed"])
+    sampling = ela.answer_sampling(ela.ElaSettings(**st))
     reqs, ids, stored, left_out = [], [], [], 0
     for f in sorted(glob.glob(str(run_dir / "predictions" / "*.parquet"))):
         for row in pq.read_table(f, columns=["question_id", "trajectory"]).to_pylist():
             llm = [s for s in json.loads(row["trajectory"] or "[]") if s.get("kind") == "llm"]
             if len(llm) < 2:  # no answer step (an item error, or no mention searched)
                 continue
-            msgs = base + [{"role": "user", "content": f"<link>{text[row['question_id']]}</link>"}]
             mentions = ela.parse_search(llm[0]["raw_output"]) or []
             listing, _ = ela.format_candidates(mentions, tool([{"queries": mentions, "k": st["k"]}])[0])
-            msgs2 = msgs + [{"role": "assistant", "content": ela._close(llm[0]["raw_output"], "</search>")},
-                            {"role": "user", "content": listing}]
+            msgs2 = ela.answer_messages(ela.link_messages(base, text[row["question_id"]]), llm[0]["raw_output"],
+                                        listing)
             req = ChatRequest(messages=msgs2, sampling=sampling)
             if req.prompt_hash() != llm[1]["prompt_hash"]:
                 left_out += 1

@@ -140,21 +140,37 @@ def format_candidates(mentions: list[str], results: list[list[dict]]) -> tuple[s
     return "\n".join(lines), flat
 
 
+def link_messages(base: list[dict[str, str]], question: str) -> list[dict[str, str]]:
+    """The first turn: system prompt and few-shot turns (``base``), then ``<link>question</link>``."""
+    return base + [{"role": "user", "content": f"<link>{question}</link>"}]
+
+
+def answer_messages(first: list[dict[str, str]], search_output: str, listing: str) -> list[dict[str, str]]:
+    """The answer turn: the first turn, the model's search output (closed), the candidate listing."""
+    return first + [{"role": "assistant", "content": _close(search_output, "</search>")},
+                    {"role": "user", "content": listing}]
+
+
+def answer_sampling(settings: ElaSettings) -> SamplingConfig:
+    """Sampling of the answer step (before the guided regex, which depends on the candidates)."""
+    return SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
+                          repetition_penalty=settings.repetition_penalty, max_tokens=settings.max_tokens_answer,
+                          stop=("</answer>",), seed=settings.seed)
+
+
 def ela_agent(settings: ElaSettings):
     """Build the ELA step machine for given settings."""
     base = load_prompt(settings.source, settings.fewshot)
     s_search = SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
                               repetition_penalty=settings.repetition_penalty,
                               max_tokens=settings.max_tokens_search, stop=("</search>",), seed=settings.seed)
-    s_answer = SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
-                              repetition_penalty=settings.repetition_penalty,
-                              max_tokens=settings.max_tokens_answer, stop=("</answer>",), seed=settings.seed)
+    s_answer = answer_sampling(settings)
     s_followup = None if settings.answer_followup_tokens <= 0 else SamplingConfig(
         temperature=settings.temperature, top_p=settings.top_p, repetition_penalty=settings.repetition_penalty,
         max_tokens=settings.answer_followup_tokens, stop=("</answer>",), seed=settings.seed)
 
     def agent(item: dict, ctx: ItemContext):
-        msgs = base + [{"role": "user", "content": f"<link>{item['question']}</link>"}]
+        msgs = link_messages(base, item["question"])
         first = yield LLMCall(ChatRequest(messages=msgs, sampling=s_search))
         if first.error:
             raise AgentError(f"LLM error at search step: {first.error}")
@@ -166,8 +182,7 @@ def ela_agent(settings: ElaSettings):
             return {"predicted_entities": [], "answer": "", "answers": []}
         results = yield ToolCall("entity_search", {"queries": mentions, "k": settings.k})
         listing, flat = format_candidates(mentions, results)
-        msgs2 = msgs + [{"role": "assistant", "content": _close(first.text, "</search>")},
-                        {"role": "user", "content": listing}]
+        msgs2 = answer_messages(msgs, first.text, listing)
         sa = s_answer.model_copy(update={"regex": answer_regex(len(flat))}) if settings.guided else s_answer
         second = yield LLMCall(ChatRequest(messages=msgs2, sampling=sa))
         if second.error:
