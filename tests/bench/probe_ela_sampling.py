@@ -14,8 +14,9 @@ Then, with the run's sampling settings (``plan.json``):
 
 Printed: for each pair of passes (and the answers the run stored), how many questions got another ``<answer>``
 and how many another text. On a platform that honours per-request seeds every pair would agree up to the
-engine's numerics; on the CPU platform the backend leaves the seed out (``VLLMBackend.sampling_params``), so the
-passes draw from the engine's one generator.
+engine's numerics. Before 6e521a4 the backend left the seed out on the CPU platform, so the passes drew from the
+engine's one generator (14 of 20 answers changed between A and B); since then CPU engines prefill whole prompts
+and keep every request's seed (``engine_kwargs``), and the passes should agree.
 
 Needs the run's ``LINKEDQA_HOME`` (the KB's entity index, the dataset, the embedded model). ~13 min for 20
 questions at 256 answer tokens on 2 cores.
@@ -32,11 +33,21 @@ import time
 from pathlib import Path
 
 
+def question_texts(plan: dict, root: Path) -> dict[str, str]:
+    """``question_id -> question`` of the dataset version a run (its ``plan.json``) read."""
+    import pyarrow.parquet as pq
+
+    from storage import layout
+
+    qdir = layout.dataset_dir(plan["config"]["dataset"], plan["dataset_version"], root) / "questions"
+    return {r["question_id"]: r["question"] for f in sorted(qdir.glob("*.parquet"))
+            for r in pq.read_table(f, columns=["question_id", "question"]).to_pylist()}
+
+
 def rebuild(run_dir: Path, root: Path) -> tuple[list, list[str], list[str], int, dict]:
     """(answer-step requests, question ids, the run's answer-step outputs, prompts left out, plan) of an ELA run."""
     import pyarrow.parquet as pq
 
-    from storage import layout
     from tasks.llm.types import ChatRequest
     from tasks.methods.ela import method as ela
     from tasks.search.kb_indexes import search_tool
@@ -45,9 +56,7 @@ def rebuild(run_dir: Path, root: Path) -> tuple[list, list[str], list[str], int,
     if plan["config"]["method"] != "ela":
         raise SystemExit(f"{run_dir.name}: an {plan['config']['method']} run, not ela")
     st = plan["method_settings"]
-    qdir = layout.dataset_dir(plan["config"]["dataset"], plan["dataset_version"], root) / "questions"
-    text = {r["question_id"]: r["question"] for f in sorted(qdir.glob("*.parquet"))
-            for r in pq.read_table(f, columns=["question_id", "question"]).to_pylist()}
+    text = question_texts(plan, root)
     tool = search_tool(plan["kb_version"], root, st["source"])
     base = ela.load_prompt(st["source"], st["fewshot"])
     sampling = ela.answer_sampling(ela.ElaSettings(**st))

@@ -71,6 +71,23 @@ def test_make_targets_named_in_readme_exist():
     assert sorted(named - gen.make_targets()) == [], f"Makefile targets: {sorted(gen.make_targets())}"
 
 
+def test_make_bench_scripts_named_in_readme_are_the_ones_it_runs():
+    from tests.bench.run_all import SCRIPTS
+
+    para = _section(TEXT, "## Benchmarks (`make bench`, not timed tests)").split("\n\n")[1].split("Run by hand")[0]
+    named = re.findall(r"`(?:tests/bench/)?(bench_\w+)\.py`", para)
+    assert named == [m.rsplit(".", 1)[1] for m in SCRIPTS], para
+
+
+def test_bench_and_probe_scripts_named_in_readme_exist():
+    from tests.readme_sections import README
+
+    bench = README.parent / "tests" / "bench"
+    named = set(re.findall(r"\b((?:bench|probe)_[a-z_]+)(?:\.py)?\b", TEXT))
+    assert named, "no benchmark named in README: the scan is broken"
+    assert sorted(n for n in named if not (bench / f"{n}.py").is_file()) == []
+
+
 def _linkedqa_lines(text: str) -> list[str]:
     """``linkedqa ...`` command lines of the hand-written code blocks (generated sections excluded)."""
     for name in gen.SECTIONS:

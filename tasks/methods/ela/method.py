@@ -151,6 +151,13 @@ def answer_messages(first: list[dict[str, str]], search_output: str, listing: st
                     {"role": "user", "content": listing}]
 
 
+def search_sampling(settings: ElaSettings) -> SamplingConfig:
+    """Sampling of the first (search) step."""
+    return SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
+                          repetition_penalty=settings.repetition_penalty, max_tokens=settings.max_tokens_search,
+                          stop=("</search>",), seed=settings.seed)
+
+
 def answer_sampling(settings: ElaSettings) -> SamplingConfig:
     """Sampling of the answer step (before the guided regex, which depends on the candidates)."""
     return SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
@@ -161,9 +168,7 @@ def answer_sampling(settings: ElaSettings) -> SamplingConfig:
 def ela_agent(settings: ElaSettings):
     """Build the ELA step machine for given settings."""
     base = load_prompt(settings.source, settings.fewshot)
-    s_search = SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
-                              repetition_penalty=settings.repetition_penalty,
-                              max_tokens=settings.max_tokens_search, stop=("</search>",), seed=settings.seed)
+    s_search = search_sampling(settings)
     s_answer = answer_sampling(settings)
     s_followup = None if settings.answer_followup_tokens <= 0 else SamplingConfig(
         temperature=settings.temperature, top_p=settings.top_p, repetition_penalty=settings.repetition_penalty,
