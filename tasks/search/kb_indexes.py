@@ -257,32 +257,37 @@ _ENTITY_DOCS = pa.schema([("id", pa.string()), ("qid", pa.string()), ("label", p
                           ("description", pa.string()), ("text", pa.string())])
 
 
+def dense_entity_docs(kb_version: str, root: Path) -> Iterator[pa.RecordBatch]:
+    """The dense entity index's rows in index order (``_ENTITY_DOCS``), one batch of KG nodes at a time.
+
+    Every name vector first (id ``Q..``, text the name), then every name-and-description vector (id ``Q..|d``,
+    text ``"name: description"``, the name alone without one); KG nodes ordered by QID, unnamed ones skipped.
+    """
+    for with_description in (False, True):
+        for rows in kg_node_batches(kb_version, root):
+            docs = [d for d in map(entity_doc, rows) if d.get("qid") and (d.get("label") or "").strip()]
+            if not docs:
+                continue
+            ids, texts = entity_texts(docs)  # "label: description" (the label alone without one)
+            names = [d["label"] for d in docs]
+            yield pa.RecordBatch.from_pydict({
+                "id": [f"{q}|d" for q in ids] if with_description else ids,
+                "qid": ids,
+                "label": names,
+                "description": [d.get("description") for d in docs],
+                "text": texts if with_description else names,
+            }, schema=_ENTITY_DOCS)
+
+
 def _build_dense_entity(kb_version: str, root: Path, threads: int = 1) -> DenseIndex:
     """The dense entity index; built when missing, else opened.
 
-    Rows are streamed from the KG-node query twice (ordered by QID): every name vector first, then every
-    name-and-description vector, so memory holds one batch of entities, not the KG's. ``threads`` is not used
-    (as for :func:`_build_dense_passage`).
+    Rows come from :func:`dense_entity_docs` (the KG-node query streamed twice), so memory holds one batch of
+    entities, not the KG's. ``threads`` is not used (as for :func:`_build_dense_passage`).
     """
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for with_description in (False, True):
-            for rows in kg_node_batches(kb_version, root):
-                docs = [d for d in map(entity_doc, rows) if d.get("qid") and (d.get("label") or "").strip()]
-                if not docs:
-                    continue
-                ids, texts = entity_texts(docs)  # "label: description" (the label alone without one)
-                names = [d["label"] for d in docs]
-                yield pa.RecordBatch.from_pydict({
-                    "id": [f"{q}|d" for q in ids] if with_description else ids,
-                    "qid": ids,
-                    "label": names,
-                    "description": [d.get("description") for d in docs],
-                    "text": texts if with_description else names,
-                }, schema=_ENTITY_DOCS)
-
     return DenseIndex.build_from_docs(
-        dense_entity_index_dir(kb_version, root), batches(), _ENTITY_DOCS, lambda t: t.column("text").to_pylist(),
+        dense_entity_index_dir(kb_version, root), dense_entity_docs(kb_version, root), _ENTITY_DOCS,
+        lambda t: t.column("text").to_pylist(),
         batch_size=128, extra_meta={"kb_version": kb_version},
         desc=f"dense entity index of {kb_version} (KG entities, once per KB version)")
 

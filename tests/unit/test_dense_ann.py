@@ -177,3 +177,27 @@ def test_a_build_from_texts_shows_progress_as_texts_are_encoded(real_vectors, tm
     counts = [int(m.replace(",", "")) for ln in lines for m in re.findall(r"\] ([\d,]+)/5,988 text", ln)]
     assert len(counts) >= 4 and counts == sorted(counts) and counts[0] <= 2 * EncodedTexts.STEP, lines
     assert "done: 5,988/5,988" in lines[-1], lines
+
+
+def test_the_gpu_encoding_path_gives_the_index_s_vectors(real_vectors) -> None:
+    """``passages._encode_pipelined`` (what ``encode`` runs on a GPU: the Rust tokenizer in a second thread, the
+    model's own modules) gives the vectors sentence-transformers' ``encode`` gave the index, to float rounding.
+
+    Run here on the CPU model (the path is device-agnostic but for pinned memory); rows come back in the input
+    order, and a text over the model's 256 word pieces (the 40 longest joined) is cut as sentence-transformers
+    cuts it."""
+    from tasks.search import passages
+
+    _ids, texts, vectors, _ = real_vectors
+    by_len = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    pick = by_len[:40] + random.Random(5).sample(by_len[40:], 360)  # input order: longest first, then shuffled
+    pick = pick[::-1]
+    got = passages._encode_pipelined(passages.get_model("cpu"), [texts[i] for i in pick], 64)
+    assert got.shape == (400, vectors.shape[1]) and got.dtype == np.float32
+    assert np.abs(got - vectors[pick]).max() < 1e-5
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    model = passages.get_model("cpu")
+    long = " ".join(texts[i] for i in by_len[:40])
+    assert len(passages._fast_tokenizer(model).encode(long).ids) == model.max_seq_length == 256
+    pair = [long, texts[by_len[-1]]]
+    assert np.abs(passages._encode_pipelined(model, pair, 64) - passages._encode_st(model, pair, 64)).max() < 1e-5
