@@ -80,10 +80,8 @@ def test_make_bench_scripts_named_in_readme_are_the_ones_it_runs():
 
 
 def test_bench_and_probe_scripts_named_in_readme_exist():
-    from tests.readme_sections import README
-
-    bench = README.parent / "tests" / "bench"
-    named = set(re.findall(r"\b((?:bench|probe)_[a-z_]+)(?:\.py)?\b", TEXT))
+    bench = gen.README.parent / "tests" / "bench"
+    named = set(re.findall(r"\b((?:bench|probe)_[a-z_]+)\b", TEXT))
     assert named, "no benchmark named in README: the scan is broken"
     assert sorted(n for n in named if not (bench / f"{n}.py").is_file()) == []
 

@@ -151,18 +151,21 @@ def answer_messages(first: list[dict[str, str]], search_output: str, listing: st
                     {"role": "user", "content": listing}]
 
 
+def _sampling(settings: ElaSettings, max_tokens: int, stop: str) -> SamplingConfig:
+    """The run's sampling settings with one step's token budget and stop string."""
+    return SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
+                          repetition_penalty=settings.repetition_penalty, max_tokens=max_tokens, stop=(stop,),
+                          seed=settings.seed)
+
+
 def search_sampling(settings: ElaSettings) -> SamplingConfig:
     """Sampling of the first (search) step."""
-    return SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
-                          repetition_penalty=settings.repetition_penalty, max_tokens=settings.max_tokens_search,
-                          stop=("</search>",), seed=settings.seed)
+    return _sampling(settings, settings.max_tokens_search, "</search>")
 
 
 def answer_sampling(settings: ElaSettings) -> SamplingConfig:
     """Sampling of the answer step (before the guided regex, which depends on the candidates)."""
-    return SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
-                          repetition_penalty=settings.repetition_penalty, max_tokens=settings.max_tokens_answer,
-                          stop=("</answer>",), seed=settings.seed)
+    return _sampling(settings, settings.max_tokens_answer, "</answer>")
 
 
 def ela_agent(settings: ElaSettings):
@@ -170,9 +173,8 @@ def ela_agent(settings: ElaSettings):
     base = load_prompt(settings.source, settings.fewshot)
     s_search = search_sampling(settings)
     s_answer = answer_sampling(settings)
-    s_followup = None if settings.answer_followup_tokens <= 0 else SamplingConfig(
-        temperature=settings.temperature, top_p=settings.top_p, repetition_penalty=settings.repetition_penalty,
-        max_tokens=settings.answer_followup_tokens, stop=("</answer>",), seed=settings.seed)
+    s_followup = (None if settings.answer_followup_tokens <= 0
+                  else _sampling(settings, settings.answer_followup_tokens, "</answer>"))
 
     def agent(item: dict, ctx: ItemContext):
         msgs = link_messages(base, item["question"])
