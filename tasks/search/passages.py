@@ -17,6 +17,7 @@ vectors), approximate with IVF-PQ above it (``tasks.search.dense_ann``).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import os
 import shutil
 import threading
@@ -284,8 +285,6 @@ def _encode_pipelined(model: Any, texts: Sequence[str], batch_size: int) -> np.n
     (texts sorted by length, longest first), same truncation, same mean pooling and normalisation (the
     model's own modules), so the vectors equal its ``encode``'s to float rounding (``test_passages``).
     """
-    import concurrent.futures as cf
-
     import torch  # heavy: torch
 
     tok = _fast_tokenizer(model)
