@@ -283,7 +283,7 @@ def _encode_pipelined(model: Any, texts: Sequence[str], batch_size: int) -> np.n
     (``bench_encode``). Here the Rust tokenizer (its own threads) prepares batch i+1 while the device runs
     batch i, the vectors stay on the device and come back in one copy. Same batches as sentence-transformers
     (texts sorted by length, longest first), same truncation, same mean pooling and normalisation (the
-    model's own modules), so the vectors equal its ``encode``'s to float rounding (``test_passages``).
+    model's own modules), so the vectors equal its ``encode``'s to float rounding (``test_dense_ann``).
     """
     import torch  # heavy: torch
 

@@ -72,6 +72,19 @@ def entity_top(idx: np.ndarray, scores: np.ndarray, entity_of: np.ndarray, k: in
     return out
 
 
+def gold_mentions() -> dict[str, str | None]:
+    """The distinct WebQSP-EL test gold mention texts, each with its gold QID (the first one seen)."""
+    from tasks.runs.execute import load_questions
+
+    questions, _, _ = load_questions("webqsp-el", "test")
+    mentions: dict[str, str | None] = {}
+    for q in questions:
+        for m in q["gold_mentions"] or []:
+            if m.get("text"):
+                mentions.setdefault(m["text"], m.get("qid"))
+    return mentions
+
+
 def evaluate(index, queries: np.ndarray, entity_of: np.ndarray, gold: list[int | None], exact: list[list[int]] | None,
              passes: int) -> dict:
     """Search all queries on one core (best of ``passes``) and score the top-k entities."""
@@ -113,7 +126,6 @@ def main() -> int:
 
     from storage import layout
     from storage.catalog import latest_kb_version
-    from tasks.runs.execute import load_questions
     from tasks.search import dense_ann, kb_indexes
     from tasks.search.dense_ann import ArraySource, DenseSpec, build_faiss
     from tasks.search.passages import encode
@@ -137,12 +149,7 @@ def main() -> int:
     print(f"dense entity index of {kb}: {n:,} vectors of {len(ent_ids):,} KG entities (dim {vectors.shape[1]}), "
           f"opened in {time.perf_counter() - t0:.1f}s; {dense.meta.get('encode_per_s')} texts/s when it was encoded")
 
-    questions, _, _ = load_questions("webqsp-el", "test")
-    mentions = {}
-    for q in questions:
-        for m in q["gold_mentions"] or []:
-            if m.get("text"):
-                mentions.setdefault(m["text"], m.get("qid"))
+    mentions = gold_mentions()
     texts = list(mentions)
     gold = [ent_no.get(mentions[t]) for t in texts]
     t0 = time.perf_counter()

@@ -53,8 +53,8 @@ def export(folder: Path) -> None:
     setup_env()
     from storage import layout
     from storage.catalog import latest_kb_version
-    from tasks.runs.execute import load_questions
     from tasks.search.kb_indexes import dense_entity_docs
+    from tests.bench.bench_dense import gold_mentions
 
     kb = latest_kb_version()
     if kb is None:
@@ -62,12 +62,7 @@ def export(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     docs = pa.Table.from_batches(list(dense_entity_docs(kb, layout.home()))).select(["id", "qid", "text"])
     pq.write_table(docs.replace_schema_metadata({"kb_version": kb}), folder / "texts.parquet")
-    questions, _, _ = load_questions("webqsp-el", "test")
-    mentions: dict[str, str | None] = {}
-    for q in questions:
-        for m in q["gold_mentions"] or []:
-            if m.get("text"):
-                mentions.setdefault(m["text"], m.get("qid"))
+    mentions = gold_mentions()
     pq.write_table(pa.table({"text": list(mentions), "gold": list(mentions.values())}), folder / "queries.parquet")
     print(f"{folder}: {docs.num_rows:,} texts of {kb}, {len(mentions):,} queries")
 
@@ -125,16 +120,15 @@ def cosines(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
 
 
 def entity_top(vectors: np.ndarray, queries: np.ndarray, entity_of: np.ndarray) -> list[list[int]]:
-    """Per query, the top ``K`` entities of an exact search of ``2K`` vectors, each entity once (its best vector)."""
+    """Per query, the top ``K`` entities of an exact search of ``2K`` vectors, each entity once (its best vector:
+    ``bench_dense.entity_top``, as ``kb_indexes.dense_entity_hits`` searches)."""
+    from tests.bench import bench_dense
+
     out: list[list[int]] = []
     for lo in range(0, len(queries), 256):
         scores = queries[lo : lo + 256] @ vectors.T
         idx = np.argpartition(-scores, 2 * K, axis=1)[:, : 2 * K]
-        for row, cand in zip(scores, idx, strict=True):
-            best: dict[int, float] = {}
-            for j in cand[np.argsort(-row[cand], kind="stable")]:
-                best.setdefault(int(entity_of[j]), float(row[j]))
-            out.append(list(best)[:K])
+        out += bench_dense.entity_top(idx, np.take_along_axis(scores, idx, axis=1), entity_of, K)
     return out
 
 
