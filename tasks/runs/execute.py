@@ -130,6 +130,43 @@ def plan_questions(plan: RunPlan, root: Path | None = None, start: int = 0, end:
     return [by_id[q] for q in plan.question_ids[start:end]]
 
 
+class MixedDtypeError(RuntimeError):
+    """A shard would run in another engine dtype than the run's finished shards."""
+
+
+def check_engine_dtype(plan: RunPlan, dtype: str | None, root: Path | None = None) -> None:
+    """Refuse to add a shard computed in ``dtype`` to a run whose finished shards ran in another dtype.
+
+    The dtype is an operational field (not in the run id: ``auto`` resolves per machine), and bfloat16 and
+    float32 engines sample different answers from the same prompts (README "Demo"). A run resumed on a machine of
+    the other kind would otherwise hold predictions of both numerics under one run id. Only shards whose
+    predictions part exists count (a record without its part is a shard killed before it finished); shards and
+    backends without a dtype (a remote endpoint) are not checked.
+
+    Raises:
+        MixedDtypeError: With the dtype of the finished shards, and how to resume in it or start over.
+    """
+    if dtype is None:
+        return
+    rdir = layout.run_dir(plan.run_id, root)
+    seen: dict[str, list[int]] = {}
+    for i in range(plan.n_shards):
+        rec_path = rdir / "shards" / f"shard-{i:05d}.json"
+        if not (shard_part(plan, i, root).is_file() and rec_path.is_file()):
+            continue
+        done = json.loads(rec_path.read_text()).get("engine_dtype")
+        if done and done != dtype:
+            seen.setdefault(done, []).append(i)
+    if seen:
+        old = ", ".join(f"{d} (shard{'s' if len(v) > 1 else ''} {', '.join(str(i) for i in v)})"
+                        for d, v in sorted(seen.items()))
+        raise MixedDtypeError(
+            f"run {plan.run_id}: finished shards ran with engine dtype {old}, this engine runs {dtype}; "
+            f"bfloat16 and float32 sample different answers, so one run must not hold both. Resume with "
+            f"--dtype {next(iter(sorted(seen)))} to finish it in the same dtype, or remove {rdir} to run it again "
+            f"in {dtype}")
+
+
 def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None, data_root: Path | None = None,
                   log: Log = print) -> dict:
     """Run one shard of a method and write its predictions part (skip when the part exists).
@@ -157,6 +194,7 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
     tools = method.build_tools(ctx)
     write_side_outputs(rdir, ctx.side_outputs)
     backend = get_backend(plan.config, root) if run.method_cls.needs_llm else None
+    check_engine_dtype(plan, getattr(backend, "dtype", None), root)
     t_ready = time.perf_counter()
 
     with progress(f"{plan.config.method} shard {i + 1}/{plan.n_shards}", total=len(questions), unit="item") as bar:

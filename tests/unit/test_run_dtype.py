@@ -1,0 +1,56 @@
+"""A run resumed on a machine of another engine dtype is refused (tasks.runs.execute.check_engine_dtype).
+
+The dtype is operational (not in the run id), and bfloat16 and float32 engines sample different answers, so a run
+finished in one must not get shards of the other. Records and parts are files as ``execute_shard`` writes them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from storage import layout
+from tasks.runs.config import RunConfig, RunPlan, contiguous_shards
+from tasks.runs.execute import MixedDtypeError, check_engine_dtype, shard_part
+
+
+def _plan(n_shards: int) -> RunPlan:
+    ids = [f"q{i}" for i in range(6)]
+    cfg = RunConfig(method="ela", dataset="webqsp-el", shards=n_shards)
+    return RunPlan(run_id="ela-webqsp-el-test-0000", config=cfg, method_settings={}, dataset_version="v1",
+                   split="test", kb_version="kb",
+                   question_ids=ids, shard_bounds=contiguous_shards(len(ids), n_shards), prompt_hashes={})
+
+
+def _finish(plan: RunPlan, i: int, dtype: str | None, root, with_part: bool = True) -> None:
+    rec = layout.run_dir(plan.run_id, root) / "shards" / f"shard-{i:05d}.json"
+    rec.parent.mkdir(parents=True, exist_ok=True)
+    rec.write_text(json.dumps({"shard": i, "engine_dtype": dtype}))
+    if with_part:
+        part = shard_part(plan, i, root)
+        part.parent.mkdir(parents=True, exist_ok=True)
+        part.write_bytes(b"PAR1")
+
+
+def test_a_shard_in_another_dtype_is_refused_with_how_to_resume(tmp_path):
+    plan = _plan(3)
+    _finish(plan, 0, "bfloat16", tmp_path)
+    _finish(plan, 1, "bfloat16", tmp_path)
+    check_engine_dtype(plan, "bfloat16", tmp_path)  # same dtype: resumes
+    with pytest.raises(MixedDtypeError) as exc:
+        check_engine_dtype(plan, "float32", tmp_path)
+    msg = str(exc.value)
+    assert "bfloat16 (shards 0, 1)" in msg and "this engine runs float32" in msg
+    assert "--dtype bfloat16" in msg and str(layout.run_dir(plan.run_id, tmp_path)) in msg
+
+
+def test_unfinished_shards_and_undeclared_dtypes_do_not_count(tmp_path):
+    plan = _plan(3)
+    _finish(plan, 0, "float32", tmp_path, with_part=False)  # killed between its record and its part
+    _finish(plan, 1, None, tmp_path)  # a remote endpoint: no dtype known
+    check_engine_dtype(plan, "bfloat16", tmp_path)
+    _finish(plan, 2, "float32", tmp_path)
+    check_engine_dtype(plan, None, tmp_path)  # this backend declares none
+    with pytest.raises(MixedDtypeError, match=r"float32 \(shard 2\)"):
+        check_engine_dtype(plan, "bfloat16", tmp_path)
