@@ -31,6 +31,16 @@ So the default is ``duckdb``. Connections raise ``dynamic_or_filter_threshold`` 
 so that batches of more than 50 ids still become an index scan (100 ids: 18 ms -> 9 ms); on a large KB a
 batch above that bound would be a full scan. ``parquet`` needs no index build memory (ART building a
 Wikidata-size key column does) and stays available as ``layout_name="parquet"``.
+
+ART indexes must fit in memory while they are built (DuckDB's documentation, "Indexes"; an index past the limit
+fails with "Out of Memory Error"), and they grow with the KB: measured on the sample KB's tables (DuckDB 2.0.0,
+``duckdb_memory()``'s ``ART_INDEX`` after each ``CREATE INDEX``) at 19.4 bytes per claim for ``kg_by_subject``,
+9.0 for ``kg_by_object``, 50.0 per label and 60.3 per name (:data:`ART_BYTES_PER_ROW`). The full dump's ~1.6 B
+truthy claims would need ~31 GB for the subject index alone, twice the ``auto`` limit of a 64 GB machine. So
+each index is built only when its estimate fits :data:`ART_SHARE` of the memory limit (an Out of Memory error is
+also caught, and the index left out); a table without one is still sorted by its key, and a lookup reads the
+row groups whose min/max hold its ids (zonemaps), as the ``parquet`` layout does. The done marker lists the
+indexes built (``art``) and the ones left out with their estimate (``art_skipped``).
 """
 
 from __future__ import annotations
@@ -39,14 +49,14 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 
 from storage import layout
-from storage.catalog import duckdb_memory_limit, register_parquet_view, sql_literal
+from storage.catalog import duckdb_memory_limit, memory_limit_bytes, register_parquet_view, sql_literal
 from storage.done import DONE, is_done, mark_done, read_done, sweep_temps
 from storage.manifest import now_iso
 from storage.parquet_io import part_files
@@ -68,6 +78,12 @@ LAYOUTS = ("parquet", "duckdb")
 DEFAULT_LAYOUT = "duckdb"
 ROW_GROUP_ROWS = 8_192
 IN_FILTER_MAX_IDS = 10_000
+#: The ART index of each table, by key column (``duckdb`` layout).
+ART_KEYS = {"kg_by_subject": "subject", "kg_by_object": "object_qid", "kg_labels": "id", "kg_names": "name"}
+#: Memory an ART index takes while it is built, per row of its table (measured: module docstring).
+ART_BYTES_PER_ROW = {"kg_by_subject": 19.4, "kg_by_object": 9.0, "kg_labels": 50.0, "kg_names": 60.3}
+#: Share of the DuckDB memory limit an index's estimate may take (the rest: the table's blocks being scanned).
+ART_SHARE = 0.75
 _BUILD_LOCK = threading.Lock()
 #: Marker names of builds finished before the ``storage.done`` convention (accepted on read, never written).
 LEGACY_MARKERS = ("meta.json",)
@@ -88,8 +104,37 @@ def read_index_meta(kb_version: str, root: Path | None = None, layout_name: str 
     return read_done(index_folder(kb_version, root, layout_name), DONE, legacy=LEGACY_MARKERS)
 
 
+def art_plan(row_counts: dict[str, int], memory_limit: str, budget: int | None = None) -> dict[str, int | None]:
+    """Which ART indexes to build: table -> its estimated build memory in bytes, ``None`` where it fits.
+
+    An index fits when ``rows x ART_BYTES_PER_ROW`` is within ``budget`` (default: ``ART_SHARE`` of
+    ``memory_limit``, a resolved DuckDB size such as ``6300MB``).
+    """
+    budget = int(memory_limit_bytes(memory_limit) * ART_SHARE) if budget is None else budget
+    est = {t: int(row_counts.get(t, 0) * ART_BYTES_PER_ROW[t]) for t in ART_KEYS}
+    return {t: (None if e <= budget else e) for t, e in est.items()}
+
+
+def _create_art(con: duckdb.DuckDBPyConnection, table: str, skip: dict[str, int | None],
+                log: Callable[[str], None]) -> bool:
+    """Create ``table``'s ART index unless ``skip`` says it would not fit; False (and a log line) when left out."""
+    key = ART_KEYS[table]
+    if skip.get(table) is None:
+        try:
+            con.execute(f"CREATE INDEX {table}_{key} ON {table} ({key})")
+            return True
+        except duckdb.OutOfMemoryException:
+            con.execute(f"DROP INDEX IF EXISTS {table}_{key}")
+            log(f"  kg-duckdb: the ART index on {table}.{key} ran out of memory; left out (lookups read zonemaps)")
+            return False
+    log(f"  kg-duckdb: no ART index on {table}.{key}: it needs ~{skip[table] / 1e9:.1f} GB while it is built, "
+        f"over {ART_SHARE:.0%} of the memory limit; lookups read the sorted table's zonemaps")
+    return False
+
+
 def build_index(kb_version: str, root: Path | None = None, layout_name: str = DEFAULT_LAYOUT,
-                memory_limit: str | None = None, row_group_rows: int = ROW_GROUP_ROWS) -> Path:
+                memory_limit: str | None = None, row_group_rows: int = ROW_GROUP_ROWS,
+                art_budget: int | None = None, log: Callable[[str], None] = print) -> Path:
     """Build the sorted KG tables of a KB version once (atomic; a finished index is returned as is).
 
     Args:
@@ -101,6 +146,9 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
             a size or ``auto``; default ``$LINKEDQA_DUCKDB_MEMORY``, else ``auto``: a quarter of the machine's
             memory; the done marker keeps the size it resolved to).
         row_group_rows: Parquet row-group size (the pruning unit).
+        art_budget: Bytes an ART index may need while it is built (default: ``ART_SHARE`` of the memory limit);
+            an index whose estimate is over it is left out (:func:`art_plan`).
+        log: Progress printer (an index left out is said here).
 
     Returns:
         The index folder (with its ``_done.json`` marker).
@@ -127,6 +175,8 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     db_file = tmp / "kg.duckdb"
     con = duckdb.connect(str(db_file) if layout_name == "duckdb" else ":memory:")
     counts: dict[str, int] = {}
+    art: list[str] = []
+    skipped: dict[str, int] = {}
     try:
         con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
         con.execute(f"SET temp_directory = {sql_literal(tmp / '_spill')}")
@@ -145,9 +195,12 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
                 con.execute(f"CREATE TABLE {name} AS {_sql(name)}")
                 counts[name] = con.table(name).shape[0]
         if layout_name == "duckdb":
-            for name, key in (("kg_by_subject", "subject"), ("kg_by_object", "object_qid"), ("kg_labels", "id"),
-                              ("kg_names", "name")):
-                con.execute(f"CREATE INDEX {name}_{key} ON {name} ({key})")
+            plan = art_plan(counts, memory_limit, art_budget)
+            for name in ART_KEYS:
+                if _create_art(con, name, plan, log):
+                    art.append(name)
+                else:
+                    skipped[name] = plan[name] or int(counts[name] * ART_BYTES_PER_ROW[name])
             con.execute("CHECKPOINT")
     except BaseException:
         con.close()
@@ -157,6 +210,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     shutil.rmtree(tmp / "_spill", ignore_errors=True)
     meta = {"index": INDEX_NAME, "layout": layout_name, "kb_version": kb_version, "row_counts": counts,
             "row_group_rows": row_group_rows, "memory_limit": memory_limit,
+            **({"art": art, "art_skipped": skipped} if layout_name == "duckdb" else {}),
             "build_seconds": round(time.perf_counter() - t0, 3),
             "built_at": now_iso()}
     mark_done(tmp, meta, DONE)  # last: the folder is complete once renamed

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyoxigraph
@@ -25,7 +26,15 @@ from storage import layout
 from storage.done import DONE
 from storage.parquet_io import read_table
 from tasks.kg.base import Fact, KGClient, KGError, KGTimeout, fact_sort_key
-from tasks.kg.duckdb_store import DuckDBKG, build_index, index_folder
+from tasks.kg.duckdb_store import (
+    ART_BYTES_PER_ROW,
+    ART_KEYS,
+    DuckDBKG,
+    art_plan,
+    build_index,
+    index_folder,
+    read_index_meta,
+)
 from tasks.kg.export_nt import export_ntriples, literal_term, nt_string
 from tasks.kg.oxigraph_server import OxigraphServer, free_port
 from tasks.kg.sparql import Ids, SparqlKG, Texts, render, sparql_string
@@ -141,6 +150,64 @@ def test_parquet_layout_gives_same_answers_and_is_sorted(duck, expected, kb):
     col = pf.schema_arrow.get_field_index("subject")
     stats = [pf.metadata.row_group(i).column(col).statistics for i in range(pf.metadata.num_row_groups)]
     assert len(stats) > 1 and all(a.max <= b.min for a, b in zip(stats, stats[1:], strict=False))
+
+
+def test_art_indexes_are_planned_by_their_build_memory():
+    full = {"kg_by_subject": 1_600_000_000, "kg_by_object": 1_200_000_000, "kg_labels": 115_000_000,
+            "kg_names": 150_000_000}
+    plan = art_plan(full, "16GB")  # the full dump at auto on 64 GB: the subject index alone would need ~31 GB
+    assert plan["kg_by_subject"] == int(1_600_000_000 * 19.4) and plan["kg_labels"] is None
+    at_3m = {"kg_by_subject": 41_000_000, "kg_by_object": 30_000_000, "kg_labels": 3_000_000, "kg_names": 9_000_000}
+    assert all(v is None for v in art_plan(at_3m, "6300MB").values())
+
+
+def test_an_art_index_over_the_budget_is_left_out_and_lookups_stay_the_same(duck, expected, kb, tmp_path):
+    root, version = kb
+    other = tmp_path / "warehouse"
+    (other / "kb").mkdir(parents=True)
+    (other / "kb" / version).symlink_to(layout.kb_dir(version, root))  # the same KB tables, another index folder
+    counts = read_index_meta(version, root)["row_counts"]
+    budget = int(counts["kg_by_object"] * ART_BYTES_PER_ROW["kg_by_object"])  # the subject index needs more
+    lines: list[str] = []
+    folder = build_index(version, other, art_budget=budget, log=lines.append)
+    meta = read_index_meta(version, other)
+    fits = [t for t in ART_KEYS if counts[t] * ART_BYTES_PER_ROW[t] <= budget]
+    assert "kg_by_subject" not in fits and "kg_by_object" in fits
+    assert meta["art"] == fits and set(meta["art_skipped"]) == set(ART_KEYS) - set(fits)
+    assert meta["row_counts"] == counts
+    assert any("no ART index on kg_by_subject.subject" in line for line in lines)
+    with duckdb.connect(str(folder / "kg.duckdb"), read_only=True) as con:
+        built = {r[0] for r in con.execute("SELECT table_name FROM duckdb_indexes()").fetchall()}
+    assert built == set(fits)
+    qids = _entities(expected)
+    with DuckDBKG(version, root=other) as kg:
+        assert kg.outgoing(qids) == duck.outgoing(qids)
+        assert kg.incoming(qids, limit_per_entity=5) == duck.incoming(qids, limit_per_entity=5)
+        assert kg.relations(qids) == duck.relations(qids)
+        assert kg.labels(qids) == duck.labels(qids)
+        assert kg.search_label(["Gabon", "gabon"]) == duck.search_label(["Gabon", "gabon"])
+
+
+def test_an_art_index_that_runs_out_of_memory_is_left_out(kb, tmp_path):
+    from tasks.kg.duckdb_store import _create_art
+
+    root, version = kb
+    built = build_index(version, root) / "kg.duckdb"
+    with duckdb.connect(str(built), read_only=True) as con:
+        rows = con.execute("SELECT count(*) FROM kg_by_subject").fetchone()[0]
+    db = tmp_path / "kg.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"ATTACH '{built}' AS src (READ_ONLY)")
+        con.execute("CREATE TABLE kg_by_subject AS SELECT * FROM src.kg_by_subject")
+    lines: list[str] = []
+    with duckdb.connect(str(db)) as con:
+        con.execute("SET threads = 1")
+        con.execute("SET memory_limit = '1MB'")  # the estimate said it fits; DuckDB cannot hold it
+        assert not _create_art(con, "kg_by_subject", {"kg_by_subject": None}, lines.append)
+        assert con.execute("SELECT count(*) FROM duckdb_indexes()").fetchone()[0] == 0
+        con.execute("SET memory_limit = '1GB'")
+        assert con.execute("SELECT count(*) FROM kg_by_subject").fetchone()[0] == rows  # the table is intact
+    assert lines and "ran out of memory" in lines[0]
 
 
 def test_invalid_ids_raise(duck):
