@@ -191,9 +191,13 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
                 con.execute(f"COPY ({_sql(name)}) TO {sql_literal(out)} "
                             f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {int(row_group_rows)})")
                 counts[name] = pq.ParquetFile(out).metadata.num_rows
+                written = f"read_parquet({sql_literal(out)})"
             else:
                 con.execute(f"CREATE TABLE {name} AS {_sql(name)}")
                 counts[name] = con.table(name).shape[0]
+                written = name
+            if name == "kg_by_subject":  # every truthy claim, once: kg_by_object reads them, not the KB again
+                con.execute(f"CREATE OR REPLACE TEMP VIEW kg_claims AS SELECT * FROM {written}")
         if layout_name == "duckdb":
             plan = art_plan(counts, memory_limit, art_budget)
             for name in ART_KEYS:
