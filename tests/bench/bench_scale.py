@@ -638,7 +638,71 @@ def _driver(res: dict, step: str) -> float:
     return res["input"]["entities"]
 
 
-def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
+def growth(results: dict[int, dict], steps: list[str]) -> dict[str, dict]:
+    """Growth exponents of each step over the sizes that ran it (x: the step's :data:`DRIVER`).
+
+    Per step: ``wall`` (net of start-up, over the sizes with >= ``MIN_NET`` s net) and ``wall_last_two`` (the
+    two largest of those), in units of the speed probe run before the step where the sizes have one
+    (``norm_all``, ``norm_two``); ``rss`` and ``rss_last_two``; ``kept`` and ``sizes`` (how many sizes entered).
+    """
+    sizes = sorted(results)
+    out: dict[str, dict] = {}
+    for s in steps:
+        ns = [n for n in sizes if s in results[n]["steps"] and results[n]["steps"][s].get("wall") is not None]
+        if not ns:
+            continue
+        xs = [_driver(results[n], s) for n in ns]
+        net = [results[n]["steps"][s]["wall"] - results[n]["steps"][s].get("startup", 0) for n in ns]
+        rss = [results[n]["steps"][s].get("rss") for n in ns]
+        keep = [i for i, t in enumerate(net) if t >= MIN_NET]  # below, the start-up's noise is the signal
+        # in units of the speed probe run before the step, where the sizes have one: a slower hour must not read as
+        # growth. It matters between the two largest sizes (a 35% slower hour there adds 0.25 to an exponent over
+        # half a decade, 0.04 over three decades), which a --resume may measure on different days
+        probes = [results[n]["steps"][s].get("probe_s") for n in ns]
+        unit = [t / p if p else t for t, p in zip(net, probes, strict=True)]
+        norm_all = bool(keep) and all(probes[i] for i in keep)
+        norm_two = len(keep) > 2 and all(probes[i] for i in keep[-2:])
+        ys = unit if norm_all else net
+        ew = slope([xs[i] for i in keep], [ys[i] for i in keep])
+        # between the two largest sizes: a step that reaches a memory limit stops growing there (an exponent
+        # over every size would still project growth), and one that starts spilling grows faster there
+        ys = unit if norm_two else net
+        ew2 = slope([xs[i] for i in keep[-2:]], [ys[i] for i in keep[-2:]]) if len(keep) > 2 else None
+        out[s] = {"wall": ew, "wall_last_two": ew2, "rss": slope(xs, rss),
+                  "rss_last_two": slope(xs[-2:], rss[-2:]) if len(ns) > 2 else None,
+                  "norm_all": norm_all, "norm_two": norm_two, "kept": len(keep), "sizes": len(ns)}
+    return out
+
+
+def markdown_table(results: dict[int, dict]) -> str:
+    """The per-step figures as a Markdown table (README "Scale rehearsal"): wall / peak RSS per size, an index
+    step's own build seconds in brackets, and the growth exponents of wall (between the two largest sizes) and RSS.
+    """
+    sizes = sorted(results)
+    steps: list[str] = []
+    for n in sizes:
+        steps += [s for s, r in results[n]["steps"].items() if s not in steps and r.get("wall") is not None]
+    g = growth(results, steps)
+    head = ["step", *(f"{n:,}" for n in sizes), "exponent of wall (last two) / RSS"]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(sizes) + "---|"]
+    for s in steps:
+        cells = []
+        for n in sizes:
+            r = results[n]["steps"].get(s) or {}
+            if r.get("wall") is None:
+                cells.append("-")
+                continue
+            own = f" [{r['own_s']:.1f}]" if r.get("own_s") is not None else ""
+            rss = f" / {_fmt_b(r['rss'])}" if r.get("rss") else ""
+            cells.append(f"{_fmt_s(r['wall'])}{own}{rss}")
+        e = g.get(s, {})
+        expo = (f"{_fmt_e(e.get('wall'))} ({_fmt_e(e.get('wall_last_two'))}) / {_fmt_e(e.get('rss'))}"
+                if e else "-")
+        lines.append(f"| {s} | " + " | ".join(cells) + f" | {expo} |")
+    return "\n".join(lines)
+
+
+def report(results: dict[int, dict], startup: float, dense_rate: dict, markdown: bool = False) -> None:
     """Per-step tables, growth exponents and the full-dump projection."""
     sizes = sorted(results)
     for res in results.values():
@@ -682,29 +746,8 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
           "wall is net of the start-up; 'last two': between the two largest sizes, the regime the projection "
           "continues from; * = in units of the speed probe run before each step, where those sizes have one) ==")
     expo: dict[str, tuple[float | None, float | None]] = {}
-    for s in steps:
-        ns = [n for n in sizes if s in results[n]["steps"] and results[n]["steps"][s].get("wall") is not None]
-        if not ns:
-            continue
-        xs = [_driver(results[n], s) for n in ns]
-        net = [results[n]["steps"][s]["wall"] - results[n]["steps"][s].get("startup", 0) for n in ns]
-        rss = [results[n]["steps"][s].get("rss") for n in ns]
-        keep = [i for i, t in enumerate(net) if t >= MIN_NET]  # below, the start-up's noise is the signal
-        # in units of the speed probe run before the step, where the sizes have one: a slower hour must not read as
-        # growth. It matters between the two largest sizes (a 35% slower hour there adds 0.25 to an exponent over
-        # half a decade, 0.04 over three decades), which a --resume may measure on different days
-        probes = [results[n]["steps"][s].get("probe_s") for n in ns]
-        unit = [t / p if p else t for t, p in zip(net, probes, strict=True)]
-        norm_all = bool(keep) and all(probes[i] for i in keep)
-        norm_two = len(keep) > 2 and all(probes[i] for i in keep[-2:])
-        ys = unit if norm_all else net
-        ew = slope([xs[i] for i in keep], [ys[i] for i in keep])
-        er = slope(xs, rss)
-        # between the two largest sizes: a step that reaches a memory limit stops growing there (an exponent
-        # over every size would still project growth), and one that starts spilling grows faster there
-        ys = unit if norm_two else net
-        ew2 = slope([xs[i] for i in keep[-2:]], [ys[i] for i in keep[-2:]]) if len(keep) > 2 else None
-        er2 = slope(xs[-2:], rss[-2:]) if len(ns) > 2 else None
+    for s, g in growth(results, steps).items():
+        ew, ew2, er, er2 = g["wall"], g["wall_last_two"], g["rss"], g["rss_last_two"]
         # the projection never scales better than linearly, nor better than between its two largest sizes
         expo[s] = (max((e for e in (ew, ew2) if e is not None), default=None), er2 if er2 is not None else er)
         flag_r = ""
@@ -712,10 +755,10 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
             flag_r = "  RSS GROWS WITH INPUT"
         elif er is not None and er >= 0.2:
             flag_r = "  RSS grew, FLAT between the two largest sizes"
-        print(f"  {s:<22} wall{'*' if norm_all else ' '}{_fmt_e(ew):>5} ({_exp_word(ew)}; last two "
-              f"{_fmt_e(ew2)}{'*' if norm_two else ''})   "
+        print(f"  {s:<22} wall{'*' if g['norm_all'] else ' '}{_fmt_e(ew):>5} ({_exp_word(ew)}; last two "
+              f"{_fmt_e(ew2)}{'*' if g['norm_two'] else ''})   "
               f"peak RSS {_fmt_e(er):>5} "
-              f"(last two {_fmt_e(er2)}){flag_r}   [{len(keep)}/{len(ns)} sizes with >= {MIN_NET:.0f} s net; "
+              f"(last two {_fmt_e(er2)}){flag_r}   [{g['kept']}/{g['sizes']} sizes with >= {MIN_NET:.0f} s net; "
               f"x = {DRIVER.get(s, 'entities')}]")
     big = sizes[-1]
     res = results[big]
@@ -798,6 +841,8 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict) -> None:
           "bytes); kb build's wall minus those is planning + start-up. "
           "Extrapolating 2-3 sizes over 2-3 decades is a rehearsal, not a "
           "measurement: a step whose cost changes regime (spilling, page cache) would not show here.")
+    if markdown:
+        print("\n== per step, as Markdown (README \"Scale rehearsal\") ==\n" + markdown_table(results))
 
 
 # ----------------------------------------------------------------------------------------------- main
@@ -843,6 +888,8 @@ def main() -> int:
     ap.add_argument("--load", default=None,
                     help="JSON of an earlier --save run (same machine): its sizes join the tables, exponents and "
                          "projection (sizes run again here replace them)")
+    ap.add_argument("--markdown", action="store_true",
+                    help="also print the per-step table as Markdown (wall [own build s] / peak RSS, exponents)")
     ap.add_argument("--stop-on-failure", action="store_true", help="stop (exit 1) at the first failed step")
     ap.add_argument("--resume", default=None, metavar="DIR",
                     help="work in DIR (made if missing) instead of a temp folder and keep it: the figures are saved "
@@ -872,7 +919,7 @@ def main() -> int:
         old = json.loads(Path(a.load).read_text())
         print(f"bench_scale: report of {a.load} (commit {old.get('commit')}), nothing run")
         report({int(k): v for k, v in old["results"].items()}, old["startup"],
-               {k: tuple(v) for k, v in old["dense_rate"].items()})
+               {k: tuple(v) for k, v in old["dense_rate"].items()}, a.markdown)
         return 0
     if not sizes:
         ap.error("--sizes is empty")
@@ -1269,7 +1316,7 @@ def main() -> int:
         if a.inputs_only:
             print(f"\ninputs written; measure them with the same options and --resume {work} (without --inputs-only)")
         elif results:
-            report({n: r for n, r in results.items() if r.get("steps")}, startup, dense_rate)
+            report({n: r for n, r in results.items() if r.get("steps")}, startup, dense_rate, a.markdown)
     except KeyboardInterrupt:
         if current:  # the time this run spent on the size counts when it is resumed
             current["res"]["earlier_s"] = current["res"].get("earlier_s", 0.0) + time.perf_counter() - current["t"]
