@@ -674,9 +674,14 @@ def growth(results: dict[int, dict], steps: list[str]) -> dict[str, dict]:
     return out
 
 
+#: A step gets a disk row in :func:`markdown_table` when its disk peak reached this at some size
+DISK_ROW_MIN = 1e9
+
+
 def markdown_table(results: dict[int, dict]) -> str:
     """The per-step figures as a Markdown table (README "Scale rehearsal"): wall / peak RSS per size, an index
-    step's own build seconds in brackets, and the growth exponents of wall (between the two largest sizes) and RSS.
+    step's own build seconds in brackets, and the growth exponents of wall (between the two largest sizes) and RSS;
+    below a step whose disk peak reached ``DISK_ROW_MIN``, its disk peak and net growth per size.
     """
     sizes = sorted(results)
     steps: list[str] = []
@@ -699,6 +704,12 @@ def markdown_table(results: dict[int, dict]) -> str:
         expo = (f"{_fmt_e(e.get('wall'))} ({_fmt_e(e.get('wall_last_two'))}) / {_fmt_e(e.get('rss'))}"
                 if e else "-")
         lines.append(f"| {s} | " + " | ".join(cells) + f" | {expo} |")
+        peaks = [(results[n]["steps"].get(s) or {}).get("disk_peak") for n in sizes]
+        if max((b or 0 for b in peaks), default=0) >= DISK_ROW_MIN:  # where the disk, not the result, grows
+            finals = [(results[n]["steps"].get(s) or {}).get("disk") for n in sizes]
+            lines.append(f"| {s}: disk peak (net growth) | " + " | ".join(
+                "-" if b is None else f"{_fmt_b(b)} ({_fmt_b(f)})" for b, f in zip(peaks, finals, strict=True))
+                + " | |")
     return "\n".join(lines)
 
 

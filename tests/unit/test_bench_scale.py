@@ -96,11 +96,14 @@ def test_a_merge_saved_before_the_split_is_split_from_its_note() -> None:
 def test_the_markdown_table_holds_each_measured_step_and_its_exponents() -> None:
     def size(n: int, wall: float, own: float) -> dict:
         return {"input": {"entities": n, "xml_plain": n * 1000}, "steps": {
-            "index kg-duckdb": {"wall": wall, "own_s": own, "startup": wall - own, "rss": 1e9 * n / 1000},
+            "index kg-duckdb": {"wall": wall, "own_s": own, "startup": wall - own, "rss": 1e9 * n / 1000,
+                                "disk_peak": 3e6 * n, "disk": 1e6 * n},
             "index entity-dense": {"wall": None, "note": "not run"}}}
     table = markdown_table({1000: size(1000, 10.0, 4.0), 10_000: size(10_000, 46.0, 40.0),
                             100_000: size(100_000, 406.0, 400.0)}).splitlines()
     assert table[0] == "| step | 1,000 | 10,000 | 100,000 | exponent of wall (last two) / RSS |"
-    assert len(table) == 3  # the step never run has no row
+    assert len(table) == 4  # the step never run has no row
     assert table[2] == ("| index kg-duckdb | 10.0 s [4.0] / 1.0 GB | 46.0 s [40.0] / 10.0 GB | 6.8 min [400.0] / "
                         "100.0 GB | 1.00 (1.00) / 1.00 |")
+    assert table[3] == ("| index kg-duckdb: disk peak (net growth) | 3.0 GB (1.0 GB) | 30.0 GB (10.0 GB) | "
+                        "300.0 GB (100.0 GB) | |")
