@@ -721,6 +721,9 @@ def _error_kind(exc: BaseException) -> tuple[int, str]:
         return EXIT_USAGE, "see `linkedqa run --help`"
     if isinstance(exc, LayoutError):
         return EXIT_USAGE, "names may use letters, digits and . _ = + -"
+    if isinstance(exc, _loaded("tasks.runs.execute:MixedDtypeError")):
+        return EXIT_USAGE, ("re-run with the --dtype it names (or remove the run's folder): a plain re-run is "
+                            "refused again")
     if isinstance(exc, LookupError | FileNotFoundError):
         return EXIT_MISSING, "check `linkedqa kb list` / `linkedqa data list`"
     if isinstance(exc, ValueError):

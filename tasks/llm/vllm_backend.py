@@ -130,8 +130,19 @@ def _start_engine(engine: EngineConfig, models_root: Path | None, extra: dict[st
             f"vLLM could not start with model {model_path!r}{hint}: {type(e).__name__}: {e}"
         ) from e
     start = time.perf_counter() - t0
-    log.info("vLLM engine for %s started in %.1f s (cpu=%s, dtype=%s)", model_path, start, is_cpu, kw["dtype"])
-    return _Engine(llm=llm, model_path=model_path, start_s=start, is_cpu=is_cpu, dtype=kw["dtype"])
+    dtype = engine_dtype(llm, kw["dtype"])
+    log.info("vLLM engine for %s started in %.1f s (cpu=%s, dtype=%s)", model_path, start, is_cpu, dtype)
+    return _Engine(llm=llm, model_path=model_path, start_s=start, is_cpu=is_cpu, dtype=dtype)
+
+
+def engine_dtype(llm: Any, asked: str) -> str:
+    """The dtype a started engine computes in (``bfloat16``, ``float32``...), or ``asked`` when it does not say.
+
+    ``auto`` is left to vLLM on a GPU (the model's dtype), so the engine's model config, not the request, says what
+    a shard ran with; shard records and the resume check (``tasks.runs.execute.check_engine_dtype``) compare it.
+    """
+    dtype = getattr(getattr(llm, "model_config", None), "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else asked
 
 
 def _shutdown(entry: _Engine) -> None:

@@ -122,6 +122,11 @@ def shard_part(plan: RunPlan, i: int, root: Path | None = None) -> Path:
     return layout.run_dir(plan.run_id, root) / "predictions" / layout.part_name(i, plan.n_shards)
 
 
+def shard_record(plan: RunPlan, i: int, root: Path | None = None) -> Path:
+    """Stats record of shard ``i`` (written before its part)."""
+    return layout.run_dir(plan.run_id, root) / "shards" / f"shard-{i:05d}.json"
+
+
 def plan_questions(plan: RunPlan, root: Path | None = None, start: int = 0, end: int | None = None) -> list[dict]:
     """The plan's questions ``question_ids[start:end]`` (a shard, or all of them), in plan order."""
     folder = layout.dataset_dir(plan.config.dataset, plan.dataset_version, root)
@@ -141,21 +146,23 @@ def check_engine_dtype(plan: RunPlan, dtype: str | None, root: Path | None = Non
     float32 engines sample different answers from the same prompts (README "Demo"). A run resumed on a machine of
     the other kind would otherwise hold predictions of both numerics under one run id. Only shards whose
     predictions part exists count (a record without its part is a shard killed before it finished); shards and
-    backends without a dtype (a remote endpoint) are not checked.
+    backends without a dtype (a remote endpoint) are not checked, nor records of ``auto`` (GPU shards before the
+    engine's own dtype was recorded: ``tasks.llm.vllm_backend.engine_dtype``). Shards started at the same time on
+    machines of both kinds are not caught: only finished shards are compared.
 
     Raises:
         MixedDtypeError: With the dtype of the finished shards, and how to resume in it or start over.
     """
-    if dtype is None:
+    if dtype is None or dtype == "auto":
         return
     rdir = layout.run_dir(plan.run_id, root)
     seen: dict[str, list[int]] = {}
     for i in range(plan.n_shards):
-        rec_path = rdir / "shards" / f"shard-{i:05d}.json"
+        rec_path = shard_record(plan, i, root)
         if not (shard_part(plan, i, root).is_file() and rec_path.is_file()):
             continue
         done = json.loads(rec_path.read_text()).get("engine_dtype")
-        if done and done != dtype:
+        if done and done not in (dtype, "auto"):
             seen.setdefault(done, []).append(i)
     if seen:
         old = ", ".join(f"{d} (shard{'s' if len(v) > 1 else ''} {', '.join(str(i) for i in v)})"
@@ -183,7 +190,7 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
     plan, root = run.plan, run.root
     rdir = run.run_dir
     part = shard_part(plan, i, root)
-    rec_path = rdir / "shards" / f"shard-{i:05d}.json"
+    rec_path = shard_record(plan, i, root)
     if part.is_file():
         rec = json.loads(rec_path.read_text()) if rec_path.is_file() else {}
         return {**rec, "skipped": True}

@@ -54,3 +54,30 @@ def test_unfinished_shards_and_undeclared_dtypes_do_not_count(tmp_path):
     check_engine_dtype(plan, None, tmp_path)  # this backend declares none
     with pytest.raises(MixedDtypeError, match=r"float32 \(shard 2\)"):
         check_engine_dtype(plan, "bfloat16", tmp_path)
+
+
+def test_auto_records_and_engines_are_not_compared(tmp_path):
+    plan = _plan(2)
+    _finish(plan, 0, "auto", tmp_path)  # a GPU shard recorded before the engine's own dtype was
+    check_engine_dtype(plan, "float32", tmp_path)
+    _finish(plan, 1, "bfloat16", tmp_path)
+    check_engine_dtype(plan, "auto", tmp_path)  # an engine that does not say: nothing to compare
+    with pytest.raises(MixedDtypeError, match=r"bfloat16 \(shard 1\).*--dtype bfloat16"):
+        check_engine_dtype(plan, "float32", tmp_path)
+
+
+def test_the_cli_says_how_to_resume_a_refused_run():
+    from flows.cli import EXIT_USAGE, _error_kind
+
+    code, hint = _error_kind(MixedDtypeError("run x: finished shards ran with engine dtype bfloat16 (shard 0)"))
+    assert code == EXIT_USAGE and "--dtype" in hint and "refused again" in hint
+
+
+def test_the_engine_s_own_dtype_is_recorded():
+    from types import SimpleNamespace
+
+    from tasks.llm.vllm_backend import engine_dtype
+
+    torch = pytest.importorskip("torch")
+    assert engine_dtype(SimpleNamespace(model_config=SimpleNamespace(dtype=torch.bfloat16)), "auto") == "bfloat16"
+    assert engine_dtype(SimpleNamespace(), "float32") == "float32"  # a wrapped engine that does not say
