@@ -115,16 +115,28 @@ def art_plan(row_counts: dict[str, int], memory_limit: str, budget: int | None =
     return {t: (None if e <= budget else e) for t, e in est.items()}
 
 
+def _out_of_memory(exc: duckdb.Error) -> bool:
+    """Whether a DuckDB error is an Out of Memory one (raised as such, or wrapped, e.g. by a failed commit)."""
+    return isinstance(exc, duckdb.OutOfMemoryException) or "Out of Memory" in str(exc)
+
+
 def _create_art(con: duckdb.DuckDBPyConnection, table: str, skip: dict[str, int | None],
                 log: Callable[[str], None]) -> bool:
-    """Create ``table``'s ART index unless ``skip`` says it would not fit; False (and a log line) when left out."""
+    """Create ``table``'s ART index unless ``skip`` says it would not fit; False (and a log line) when left out.
+
+    A built index is checkpointed at once, so that its memory is written out before the next one is built. An Out
+    of Memory error leaves the index out; any other error, or one that left the database unusable, is raised.
+    """
     key = ART_KEYS[table]
     if skip.get(table) is None:
         try:
             con.execute(f"CREATE INDEX {table}_{key} ON {table} ({key})")
+            con.execute("CHECKPOINT")
             return True
-        except duckdb.OutOfMemoryException:
-            con.execute(f"DROP INDEX IF EXISTS {table}_{key}")
+        except duckdb.Error as exc:
+            if not _out_of_memory(exc):
+                raise
+            con.execute(f"DROP INDEX IF EXISTS {table}_{key}")  # raises in turn if the database is invalidated
             log(f"  kg-duckdb: the ART index on {table}.{key} ran out of memory; left out (lookups read zonemaps)")
             return False
     log(f"  kg-duckdb: no ART index on {table}.{key}: it needs ~{skip[table] / 1e9:.1f} GB while it is built, "
@@ -141,7 +153,8 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         kb_version: Published KB version.
         root: Data root (default ``LINKEDQA_HOME``).
         layout_name: ``"parquet"`` (sorted Parquet files, small row groups, min/max pruning) or ``"duckdb"``
-            (a DuckDB database file with the same tables sorted and ART indexes on the lookup keys).
+            (a DuckDB database file with the same tables sorted and ART indexes on the lookup keys where they fit
+            the memory limit, :func:`art_plan`).
         memory_limit: DuckDB memory limit for the sorts and index builds (spills to the temp folder beyond it;
             a size or ``auto``; default ``$LINKEDQA_DUCKDB_MEMORY``, else ``auto``: a quarter of the machine's
             memory; the done marker keeps the size it resolved to).
@@ -171,6 +184,8 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "_spill").mkdir(parents=True)
     memory_limit = duckdb_memory_limit(memory_limit)
+    if layout_name == "duckdb":
+        art_plan({}, memory_limit, art_budget)  # a limit it cannot read fails now, not after the sorts
     t0 = time.perf_counter()
     db_file = tmp / "kg.duckdb"
     con = duckdb.connect(str(db_file) if layout_name == "duckdb" else ":memory:")

@@ -23,8 +23,9 @@ import pytest
 from kbkit import build_litwd1k_kb
 
 from storage import layout
+from storage.catalog import register_parquet_view
 from storage.done import DONE
-from storage.parquet_io import read_table
+from storage.parquet_io import part_files, read_table
 from tasks.kg.base import Fact, KGClient, KGError, KGTimeout, fact_sort_key
 from tasks.kg.duckdb_store import (
     ART_BYTES_PER_ROW,
@@ -186,6 +187,21 @@ def test_an_art_index_over_the_budget_is_left_out_and_lookups_stay_the_same(duck
         assert kg.relations(qids) == duck.relations(qids)
         assert kg.labels(qids) == duck.labels(qids)
         assert kg.search_label(["Gabon", "gabon"]) == duck.search_label(["Gabon", "gabon"])
+
+
+def test_kg_by_object_holds_every_item_valued_truthy_claim(kb):
+    root, version = kb
+    folder = build_index(version, root)
+    with duckdb.connect() as con:
+        con.execute(f"ATTACH '{folder / 'kg.duckdb'}' AS kg (READ_ONLY)")
+        for table in ("claims", "entities", "properties"):
+            files = [(f, {}) for f in part_files(layout.kb_table_dir(version, table, root))]
+            register_parquet_view(con, f"kb_{table}", files, table, root)
+        con.execute("CREATE TEMP VIEW kg_claims AS " + (layout.REPO_ROOT / "sql/kg/kg_claims.sql").read_text())
+        item = "SELECT * FROM kg_claims WHERE object_qid IS NOT NULL"
+        assert con.execute(f"SELECT count(*) FROM ({item})").fetchone()[0] > 0
+        for a, b in ((item, "SELECT * FROM kg.kg_by_object"), ("SELECT * FROM kg.kg_by_object", item)):
+            assert con.execute(f"SELECT count(*) FROM ({a} EXCEPT ALL {b})").fetchone()[0] == 0
 
 
 def test_an_art_index_that_runs_out_of_memory_is_left_out(kb, tmp_path):
