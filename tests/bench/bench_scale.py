@@ -611,6 +611,8 @@ def split_merge(res: dict) -> None:
     if tables is None:
         tables = {k: float(v) for k, v in re.findall(r"(\w+) ([0-9.]+)", m.get("note", "").partition(":")[2])}
     if not all(t in tables for t in WIKIPEDIA_TABLES):
+        if "note" not in m:
+            m["note"] = "manifest merge_seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in tables.items())
         return
     wp = sum(tables[t] for t in WIKIPEDIA_TABLES)
     rest = sorted(((k, v) for k, v in tables.items() if k not in WIKIPEDIA_TABLES), key=lambda kv: -kv[1])
@@ -680,7 +682,8 @@ DISK_ROW_MIN = 1e9
 
 def markdown_table(results: dict[int, dict]) -> str:
     """The per-step figures as a Markdown table (README "Scale rehearsal"): wall / peak RSS per size, an index
-    step's own build seconds in brackets, and the growth exponents of wall (between the two largest sizes) and RSS;
+    step's own build seconds in brackets, and the growth exponents of wall (over every size, and in brackets
+    between the two largest) and of RSS (over every size);
     below a step whose disk peak reached ``DISK_ROW_MIN``, its disk peak and net growth per size.
     """
     sizes = sorted(results)
@@ -1205,6 +1208,7 @@ def main() -> int:
             for derived in ("stage wikidata", "stage wikipedia", "seek index wikidata", "seek index wikipedia"):
                 if derived in res["steps"]:  # parts of kb build: its speed probe
                     res["steps"][derived]["probe_s"] = res["steps"]["kb build"].get("probe_s")
+            res["steps"].pop("merge wikipedia", None)  # a resumed size: split again from the manifest below
             res["steps"]["merge"] = {"wall": merge_s, "startup": 0.0, "rss": None,
                                      "probe_s": res["steps"]["kb build"].get("probe_s"),
                                      "tables": man.get("merge_seconds", {})}
