@@ -77,6 +77,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -640,6 +641,18 @@ def _driver(res: dict, step: str) -> float:
     return res["input"]["entities"]
 
 
+def _probe(res: dict, step: str) -> float | None:
+    """The speed probe of ``step`` in one size: the median of its own and its neighbours' (the steps run before and
+    after it), so that one probe's noise is not read as the machine's speed. A single 2-s probe can be an outlier:
+    before 3 M's entity-bm25 it took 0.641 s against 0.40-0.46 s before every other step of both runs, which made
+    that step's exponent between 3 M and 10 M 1.37 against 0.99 in seconds."""
+    names = [k for k, r in res["steps"].items() if r.get("probe_s")]
+    if step not in names:
+        return res["steps"][step].get("probe_s")
+    i = names.index(step)
+    return statistics.median(res["steps"][k]["probe_s"] for k in names[max(i - 1, 0):i + 2])
+
+
 def growth(results: dict[int, dict], steps: list[str]) -> dict[str, dict]:
     """Growth exponents of each step over the sizes that ran it (x: the step's :data:`DRIVER`).
 
@@ -660,7 +673,7 @@ def growth(results: dict[int, dict], steps: list[str]) -> dict[str, dict]:
         # in units of the speed probe run before the step, where the sizes have one: a slower hour must not read as
         # growth. It matters between the two largest sizes (a 35% slower hour there adds 0.25 to an exponent over
         # half a decade, 0.04 over three decades), which a --resume may measure on different days
-        probes = [results[n]["steps"][s].get("probe_s") for n in ns]
+        probes = [_probe(results[n], s) for n in ns]
         unit = [t / p if p else t for t, p in zip(net, probes, strict=True)]
         norm_all = bool(keep) and all(probes[i] for i in keep)
         norm_two = len(keep) > 2 and all(probes[i] for i in keep[-2:])

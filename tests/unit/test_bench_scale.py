@@ -11,7 +11,7 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from tests.bench.bench_scale import DRIVER, join_attempts, markdown_table, save_state, split_merge
+from tests.bench.bench_scale import DRIVER, _probe, join_attempts, markdown_table, save_state, split_merge
 from tests.bench.bench_wikipedia import real_pages, write_dump
 
 
@@ -107,3 +107,11 @@ def test_the_markdown_table_holds_each_measured_step_and_its_exponents() -> None
                         "100.0 GB | 1.00 (1.00) / 1.00 |")
     assert table[3] == ("| index kg-duckdb: disk peak (net growth) | 3.0 GB (1.0 GB) | 30.0 GB (10.0 GB) | "
                         "300.0 GB (100.0 GB) | |")
+
+
+def test_one_step_s_probe_outlier_is_smoothed_by_its_neighbours() -> None:
+    res = {"steps": {"merge": {"wall": 1.0, "probe_s": 0.458}, "index entity-bm25": {"wall": 2.0, "probe_s": 0.641},
+                     "index title-bm25": {"wall": 3.0, "probe_s": 0.421}, "index x": {"wall": 4.0}}}
+    assert _probe(res, "index entity-bm25") == 0.458  # median of 0.458, 0.641, 0.421
+    assert _probe(res, "merge") == (0.458 + 0.641) / 2  # the first step has one neighbour
+    assert _probe(res, "index x") is None  # a step without a probe stays without
