@@ -167,6 +167,7 @@ def test_an_art_index_over_the_budget_is_left_out_and_lookups_stay_the_same(duck
     other = tmp_path / "warehouse"
     (other / "kb").mkdir(parents=True)
     (other / "kb" / version).symlink_to(layout.kb_dir(version, root))  # the same KB tables, another index folder
+    build_index(version, root)  # the default build (the duck fixture builds it lazily, maybe not yet)
     counts = read_index_meta(version, root)["row_counts"]
     budget = int(counts["kg_by_object"] * ART_BYTES_PER_ROW["kg_by_object"])  # the subject index needs more
     lines: list[str] = []
