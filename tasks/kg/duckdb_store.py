@@ -184,8 +184,8 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "_spill").mkdir(parents=True)
     memory_limit = duckdb_memory_limit(memory_limit)
-    if layout_name == "duckdb":
-        art_plan({}, memory_limit, art_budget)  # a limit it cannot read fails now, not after the sorts
+    if layout_name == "duckdb" and art_budget is None:
+        memory_limit_bytes(memory_limit)  # a limit the ART budget cannot read fails now, not after the sorts
     t0 = time.perf_counter()
     db_file = tmp / "kg.duckdb"
     con = duckdb.connect(str(db_file) if layout_name == "duckdb" else ":memory:")
