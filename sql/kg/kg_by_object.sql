@@ -1,5 +1,5 @@
 -- Item-valued truthy claims sorted by object: incoming lookups read only the blocks that hold those objects.
--- Input: view kg_claims.
+-- Input: view kg_claims. The object alone is the key (incoming.sql orders an object's claims itself).
 SELECT
     subject,
     property,
@@ -8,4 +8,4 @@ SELECT
     datatype
 FROM kg_claims
 WHERE object_qid IS NOT NULL
-ORDER BY object_qid, property, subject
+ORDER BY object_qid

@@ -70,6 +70,7 @@ from tasks.kg.base import (
     finish_facts,
     relation_sort_key,
 )
+from tasks.kg.truthy import create_truthy_claims
 
 SQL_KG = layout.REPO_ROOT / "sql" / "kg"
 INDEX_NAME = layout.INDEX_KINDS["kg-duckdb"]
@@ -144,6 +145,13 @@ def _create_art(con: duckdb.DuckDBPyConnection, table: str, skip: dict[str, int 
     return False
 
 
+def _step_done(log: Callable[[str], None], what: str, t_step: float, rows: int | None = None) -> float:
+    """Log one finished build step (its rows and seconds) and return its seconds, rounded for the done marker."""
+    seconds = round(time.perf_counter() - t_step, 3)
+    log(f"  kg-duckdb: {what}" + (f" {rows:,} rows" if rows is not None else "") + f" in {seconds:.1f}s")
+    return seconds
+
+
 def build_index(kb_version: str, root: Path | None = None, layout_name: str = DEFAULT_LAYOUT,
                 memory_limit: str | None = None, row_group_rows: int = ROW_GROUP_ROWS,
                 art_budget: int | None = None, log: Callable[[str], None] = print) -> Path:
@@ -161,7 +169,8 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         row_group_rows: Parquet row-group size (the pruning unit).
         art_budget: Bytes an ART index may need while it is built (default: ``ART_SHARE`` of the memory limit);
             an index whose estimate is over it is left out (:func:`art_plan`).
-        log: Progress printer (an index left out is said here).
+        log: Progress printer: each table and ART index with its rows and seconds (also in the done marker's
+            ``step_seconds``), and any index left out.
 
     Returns:
         The index folder (with its ``_done.json`` marker).
@@ -192,6 +201,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     counts: dict[str, int] = {}
     art: list[str] = []
     skipped: dict[str, int] = {}
+    steps: dict[str, float] = {}
     try:
         con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
         con.execute(f"SET temp_directory = {sql_literal(tmp / '_spill')}")
@@ -199,8 +209,9 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         for table in ("claims", "entities", "properties"):
             files = [(f, {}) for f in part_files(layout.kb_table_dir(kb_version, table, root))]
             register_parquet_view(con, f"kb_{table}", files, table, root)
-        con.execute(f"CREATE TEMP VIEW kg_claims AS {_sql('kg_claims')}")
+        create_truthy_claims(con)
         for name in TABLES:
+            t_step = time.perf_counter()
             if layout_name == "parquet":
                 out = tmp / f"{name}.parquet"
                 con.execute(f"COPY ({_sql(name)}) TO {sql_literal(out)} "
@@ -213,11 +224,14 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
                 written = name
             if name == "kg_by_subject":  # every truthy claim, once: kg_by_object reads them, not the KB again
                 con.execute(f"CREATE OR REPLACE TEMP VIEW kg_claims AS SELECT * FROM {written}")
+            steps[name] = _step_done(log, name, t_step, counts[name])
         if layout_name == "duckdb":
             plan = art_plan(counts, memory_limit, art_budget)
             for name in ART_KEYS:
+                t_step = time.perf_counter()
                 if _create_art(con, name, plan, log):
                     art.append(name)
+                    steps[f"art {name}"] = _step_done(log, f"ART index on {name}.{ART_KEYS[name]}", t_step)
                 else:
                     skipped[name] = plan[name] or int(counts[name] * ART_BYTES_PER_ROW[name])
             con.execute("CHECKPOINT")
@@ -230,7 +244,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     meta = {"index": INDEX_NAME, "layout": layout_name, "kb_version": kb_version, "row_counts": counts,
             "row_group_rows": row_group_rows, "memory_limit": memory_limit,
             **({"art": art, "art_skipped": skipped} if layout_name == "duckdb" else {}),
-            "build_seconds": round(time.perf_counter() - t0, 3),
+            "build_seconds": round(time.perf_counter() - t0, 3), "step_seconds": steps,
             "built_at": now_iso()}
     mark_done(tmp, meta, DONE)  # last: the folder is complete once renamed
     try:

@@ -50,9 +50,9 @@ from storage import layout
 from storage.catalog import duckdb_memory_limit, register_parquet_view, spilling_connection
 from storage.done import sweep_temps
 from storage.parquet_io import part_files
+from tasks.kg.truthy import create_truthy_claims
 from tasks.workers import exit_with_parent
 
-SQL_KG = layout.REPO_ROOT / "sql" / "kg"
 WD = "http://www.wikidata.org/entity/"
 WDT = "http://www.wikidata.org/prop/direct/"
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -178,7 +178,8 @@ def _claims_connection(claims: list[Path], root: Path, memory_limit: str, spill:
 
 
 def _claim_lines(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> Iterator[str]:
-    reader = con.sql((SQL_KG / "kg_claims.sql").read_text()).to_arrow_reader(_BATCH)
+    create_truthy_claims(con)
+    reader = con.sql("SELECT * FROM kg_claims").to_arrow_reader(_BATCH)
     for batch in reader:
         cols = batch.to_pydict()
         lines = []
