@@ -10,11 +10,14 @@ all measured in this run on the same ``--n`` entities (sampled with a fixed seed
 * N-Triples export time in one process and with ``--export-workers`` processes (the ratio, same triples),
   Oxigraph load time by ``oxigraph load`` (CLI bulk loader) vs chunked HTTP POST;
 * with ``--layouts``: index build time and lookups/s by batch size for both DuckDB index layouts (sorted Parquet
-  with small row groups vs a DuckDB database file with ART indexes).
+  with small row groups vs a DuckDB database file with ART indexes);
+* with ``--no-subject-art``: the same figures for the default layout with and without the ART index on
+  ``kg_by_subject`` (what a full-dump build leaves out, ``duckdb_store.art_plan``: lookups by subject then read
+  the sorted table's zonemaps), the second built in a temp folder over the same KB tables; then it stops.
 
 Needs a published KB in ``LINKEDQA_HOME`` (``linkedqa kb build --sample``).
 
-Run: ``.venv/bin/python -m tests.bench.bench_kg [--n 1000] [--batch 100] [--layouts]``
+Run: ``.venv/bin/python -m tests.bench.bench_kg [--n 1000] [--batch 100] [--layouts | --no-subject-art]``
 """
 
 from __future__ import annotations
@@ -97,6 +100,54 @@ def _store_ratio(kb: str, root: Path, workers: int) -> None:
             kept.rename(final)
 
 
+def _layout_line(kg, qids: list[str], name: str, built: float) -> str:
+    """Build seconds, the median single-entity lookup (of 200) and lookups/s at batches of 10, 100, 1,000."""
+    _lookups(kg, qids[:20], 10)  # open + warm
+    singles = []
+    for q in qids[:200]:
+        t1 = time.perf_counter()
+        kg.outgoing([q])
+        kg.incoming([q])
+        singles.append(time.perf_counter() - t1)
+    line = [f"{name:<16s} build {built:6.2f}s  1 entity p50 {statistics.median(singles) * 1000:6.2f} ms"]
+    for b in (10, 100, 1000):
+        dt, _ = _lookups(kg, qids, b)
+        line.append(f"batch {b}: {len(qids) / dt:,.0f}/s")
+    return "  " + "  ".join(line)
+
+
+def _subject_art(kb: str, root: Path, qids: list[str], threads: int | None) -> None:
+    """The default layout with every ART index that fits against the same without the subject's (same answers)."""
+    from storage import layout
+    from tasks.kg.duckdb_store import ART_BYTES_PER_ROW, DuckDBKG, build_index, index_folder, read_index_meta
+
+    print("\n-- kg_by_subject with and without its ART index (outgoing+incoming with labels)")
+    meta = read_index_meta(kb, root)
+    counts = meta["row_counts"]
+    est = {t: int(counts[t] * ART_BYTES_PER_ROW[t]) for t in ART_BYTES_PER_ROW}
+    others = max(v for t, v in est.items() if t != "kg_by_subject")
+    budget = others if others < est["kg_by_subject"] else est["kg_by_subject"] - 1  # else: others left out too
+    with tempfile.TemporaryDirectory(prefix="bench-kg-art-", dir=root) as tmp:
+        other = Path(tmp)
+        (other / "kb").mkdir()
+        (other / "kb" / kb).symlink_to(layout.kb_dir(kb, root))
+        t0 = time.perf_counter()
+        build_index(kb, other, art_budget=budget, log=lambda line: None)
+        built = time.perf_counter() - t0
+        print(f"  ({len(qids)} entities; ART indexes built without the subject's: {read_index_meta(kb, other)['art']})")
+        for folder in (index_folder(kb, root), index_folder(kb, other)):  # both files in the page cache, so the
+            with open(folder / "kg.duckdb", "rb") as f:  # figures compare the layouts, not a cold file against a
+                while f.read(1 << 24):  # just-written one (on a 3 M KB the cold one's p50 was 55 ms, warm 11 ms)
+                    pass
+        with DuckDBKG(kb, root=root, threads=threads) as kg:
+            print(_layout_line(kg, qids, "all ART", meta["build_seconds"]))
+            _, with_art = _lookups(kg, qids, 100)
+        with DuckDBKG(kb, root=other, threads=threads) as kg:
+            print(_layout_line(kg, qids, "no subject ART", built))
+            _, without = _lookups(kg, qids, 100)
+    print(f"  identical answers: {sum(with_art[q] == without[q] for q in qids)}/{len(qids)}")
+
+
 def main() -> int:
     """Run the benchmark and print the figures; returns the exit code."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -104,6 +155,9 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=100, help="entities per batched call")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layouts", action="store_true", help="also compare the two DuckDB index layouts")
+    ap.add_argument("--no-subject-art", action="store_true",
+                    help="only compare lookups with and without kg_by_subject's ART index (as a full-dump build "
+                         "leaves it out), e.g. on a bench-scale KB")
     ap.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     ap.add_argument("--export-workers", type=int, default=2, help="processes of the parallel export (default 2)")
     ap.add_argument("--build-only", action="store_true",
@@ -140,6 +194,9 @@ def main() -> int:
     qids = random.Random(a.seed).sample(subjects, min(a.n, len(subjects)))
     n = len(qids)
     print(f"{n} entities sampled (seed {a.seed}) from {len(subjects):,} subjects; batch {a.batch}")
+    if a.no_subject_art:
+        _subject_art(kb, root, qids, a.threads)
+        return 0
 
     if a.layouts:
         print("\n-- DuckDB index layouts (outgoing+incoming with labels)")
@@ -148,18 +205,7 @@ def main() -> int:
             build_index(kb, root, layout_name=name)
             built = time.perf_counter() - t0
             with DuckDBKG(kb, root=root, layout_name=name, threads=a.threads) as kg:
-                _lookups(kg, qids[:20], 10)  # open + warm
-                singles = []
-                for q in qids[:200]:
-                    t1 = time.perf_counter()
-                    kg.outgoing([q])
-                    kg.incoming([q])
-                    singles.append(time.perf_counter() - t1)
-                line = [f"{name:8s} build {built:6.2f}s  1 entity p50 {statistics.median(singles) * 1000:6.2f} ms"]
-                for b in (10, 100, 1000):
-                    dt, _ = _lookups(kg, qids, b)
-                    line.append(f"batch {b}: {n / dt:,.0f}/s")
-                print("  " + "  ".join(line))
+                print(_layout_line(kg, qids, name, built))
 
     with DuckDBKG(kb, root=root, threads=a.threads) as duck:
         _lookups(duck, qids[:20], 10)
