@@ -57,7 +57,10 @@ def index_kinds_of(paths: list[Path] | None, root: Path) -> list[str]:
 
 @task(name="build_index", task_run_name="index {kind} of {kb_version}")
 def build_index_task(kb_version: str, kind: str, root: str, workers: int = 1) -> dict:
-    """Build one index of a KB version (a no-op when it exists); prints one progress line."""
+    """Build one index of a KB version (a no-op when it exists); prints one progress line.
+
+    kg-duckdb's build also prints one line per table and ART index (``duckdb_store.build_index``).
+    """
     res = build_kb_index(kb_version, kind, Path(root), workers)
     state = f"built in {res['seconds']:.1f}s" if res["built"] else "already built"
     line = f"  index {kind:<14} {state}  ({res['folder']})"

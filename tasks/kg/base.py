@@ -5,7 +5,8 @@ Every method is batched over a list of entities so an agent step issues one call
 come back keyed by (or aligned with) the inputs, in a backend-independent order (``fact_sort_key``), so the
 DuckDB store and a SPARQL endpoint over the same KB return equal lists.
 
-Which claims a backend sees (``sql/kg/kg_claims.sql``, also used by the N-Triples export): Wikidata's
+Which claims a backend sees (``sql/kg/kg_claims.sql`` over ``sql/kg/kg_preferred.sql``, both made by
+``tasks.kg.truthy``, also used by the N-Triples export): Wikidata's
 "truthy" rule (best rank per subject and property: preferred claims hide normal ones, deprecated claims are
 dropped), claims whose subject, property and item object are well-formed ids, and no ``<somevalue>`` /
 ``<novalue>`` placeholders.

@@ -169,8 +169,9 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         row_group_rows: Parquet row-group size (the pruning unit).
         art_budget: Bytes an ART index may need while it is built (default: ``ART_SHARE`` of the memory limit);
             an index whose estimate is over it is left out (:func:`art_plan`).
-        log: Progress printer: each table and ART index with its rows and seconds (also in the done marker's
-            ``step_seconds``), and any index left out.
+        log: Progress printer: the preferred pairs of the truthy rule (``kg_preferred``, ``tasks.kg.truthy``),
+            each table and ART index with its rows and seconds (also in the done marker's ``step_seconds``), and
+            any index left out.
 
     Returns:
         The index folder (with its ``_done.json`` marker).
@@ -209,7 +210,9 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         for table in ("claims", "entities", "properties"):
             files = [(f, {}) for f in part_files(layout.kb_table_dir(kb_version, table, root))]
             register_parquet_view(con, f"kb_{table}", files, table, root)
+        t_step = time.perf_counter()
         create_truthy_claims(con)
+        steps["kg_preferred"] = _step_done(log, "kg_preferred", t_step, con.table("kg_preferred").shape[0])
         for name in TABLES:
             t_step = time.perf_counter()
             if layout_name == "parquet":
@@ -224,6 +227,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
                 written = name
             if name == "kg_by_subject":  # every truthy claim, once: kg_by_object reads them, not the KB again
                 con.execute(f"CREATE OR REPLACE TEMP VIEW kg_claims AS SELECT * FROM {written}")
+                con.execute("DROP TABLE kg_preferred")  # its memory is the ART builds' from here on
             steps[name] = _step_done(log, name, t_step, counts[name])
         if layout_name == "duckdb":
             plan = art_plan(counts, memory_limit, art_budget)

@@ -4,7 +4,8 @@ Inputs: ``kb/<version>/{claims,entities,properties}`` Parquet parts. Output: one
 name ends with ``.gz``), written to ``<out>.tmp-<pid>`` and renamed when complete; parts and DuckDB's spill
 files go to a ``.<out>.building-<pid>-*`` folder beside it. The next export of the same file removes what a
 killed one left (its pid no longer runs). Memory is bounded: claims
-stream out of DuckDB (``sql/kg/kg_claims.sql``, the same truthy rule the DuckDB KG uses) under a memory limit,
+stream out of DuckDB (``sql/kg/kg_claims.sql`` over the ``kg_preferred`` temp table, ``tasks.kg.truthy``: the same
+truthy rule the DuckDB KG uses) under a memory limit,
 entities and properties stream as Parquet batches.
 
 With ``workers`` > 1 the export is cut into units (the claims by a hash of their subject, so that a subject's
@@ -179,7 +180,7 @@ def _claims_connection(claims: list[Path], root: Path, memory_limit: str, spill:
 
 def _claim_lines(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> Iterator[str]:
     create_truthy_claims(con)
-    reader = con.sql("SELECT * FROM kg_claims").to_arrow_reader(_BATCH)
+    reader = con.table("kg_claims").to_arrow_reader(_BATCH)
     for batch in reader:
         cols = batch.to_pydict()
         lines = []

@@ -181,7 +181,7 @@ def test_an_art_index_over_the_budget_is_left_out_and_lookups_stay_the_same(duck
     assert meta["row_counts"] == counts
     assert any("no ART index on kg_by_subject.subject" in line for line in lines)
     # each table and each ART index built is one progress line with its rows and seconds, kept in the marker
-    assert set(meta["step_seconds"]) == set(TABLES) | {f"art {t}" for t in fits}
+    assert set(meta["step_seconds"]) == {"kg_preferred", *TABLES} | {f"art {t}" for t in fits}
     for t in TABLES:
         assert any(line.startswith(f"  kg-duckdb: {t} {counts[t]:,} rows in ") for line in lines), t
     with duckdb.connect(str(folder / "kg.duckdb"), read_only=True) as con:
@@ -389,6 +389,8 @@ def test_truthy_rule_best_rank_and_placeholders(tmp_path: Path):
         ("Q1", "P31", "Q6", None, "wikibase-item", "preferred"),
         ("Q1", "P1", "L12", None, "wikibase-lexeme", "normal"),
         ("Q2", "P17", "Q2", None, "wikibase-item", "normal"),
+        ("Q1", "P1082", None, "300", "quantity", None),  # no rank: as normal, so hidden by the preferred 200
+        ("Q2", "P31", "Q5", None, "wikibase-item", None),  # no rank, no preferred claim of (Q2, P31): kept
     ]
     cols = ("subject", "property", "object_qid", "object_value", "datatype", "rank")
     write_table([{**dict(zip(cols, r, strict=True)), "source": "test"} for r in rows], "claims",
@@ -398,8 +400,9 @@ def test_truthy_rule_best_rank_and_placeholders(tmp_path: Path):
         assert got == {("P1082", "200"), ("P17", "Q2"), ("P31", "Q5"), ("P31", "Q6")}
         assert [f.subject for f in kg.incoming(["Q2"])["Q2"]] == ["Q1", "Q2"]
         assert kg.labels(["Q1"]) == {"Q1": None}
+        assert [(f.property, f.object_qid) for f in kg.outgoing(["Q2"])["Q2"]] == [("P17", "Q2"), ("P31", "Q5")]
     counts = export_ntriples(version, tmp_path / "s.nt", root=root)
-    assert counts["claims"] == 5 and counts["triples"] == 5
+    assert counts["claims"] == 6 and counts["triples"] == 6
     text = (tmp_path / "s.nt").read_text()
     assert '"200"^^<http://www.w3.org/2001/XMLSchema#decimal>' in text and "L12" not in text
 
