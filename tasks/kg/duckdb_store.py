@@ -70,9 +70,8 @@ from tasks.kg.base import (
     finish_facts,
     relation_sort_key,
 )
-from tasks.kg.truthy import create_truthy_claims
+from tasks.kg.truthy import create_truthy_claims, kg_sql
 
-SQL_KG = layout.REPO_ROOT / "sql" / "kg"
 INDEX_NAME = layout.INDEX_KINDS["kg-duckdb"]
 TABLES = ("kg_by_subject", "kg_by_object", "kg_labels", "kg_names")
 LAYOUTS = ("parquet", "duckdb")
@@ -88,10 +87,6 @@ ART_SHARE = 0.75
 _BUILD_LOCK = threading.Lock()
 #: Marker names of builds finished before the ``storage.done`` convention (accepted on read, never written).
 LEGACY_MARKERS = ("meta.json",)
-
-
-def _sql(name: str) -> str:
-    return (SQL_KG / f"{name}.sql").read_text()
 
 
 def index_folder(kb_version: str, root: Path | None = None, layout_name: str = DEFAULT_LAYOUT) -> Path:
@@ -217,12 +212,12 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
             t_step = time.perf_counter()
             if layout_name == "parquet":
                 out = tmp / f"{name}.parquet"
-                con.execute(f"COPY ({_sql(name)}) TO {sql_literal(out)} "
+                con.execute(f"COPY ({kg_sql(name)}) TO {sql_literal(out)} "
                             f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {int(row_group_rows)})")
                 counts[name] = pq.ParquetFile(out).metadata.num_rows
                 written = f"read_parquet({sql_literal(out)})"
             else:
-                con.execute(f"CREATE TABLE {name} AS {_sql(name)}")
+                con.execute(f"CREATE TABLE {name} AS {kg_sql(name)}")
                 counts[name] = con.table(name).shape[0]
                 written = name
             if name == "kg_by_subject":  # every truthy claim, once: kg_by_object reads them, not the KB again
@@ -286,7 +281,7 @@ class DuckDBKG:
         self.threads = threads
         self._con: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.Lock()
-        self._sql = {n: _sql(n) for n in ("outgoing", "incoming", "relations", "neighbours", "labels",
+        self._sql = {n: kg_sql(n) for n in ("outgoing", "incoming", "relations", "neighbours", "labels",
                                           "search_label")}
 
     def _connect(self) -> duckdb.DuckDBPyConnection:

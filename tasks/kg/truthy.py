@@ -16,7 +16,12 @@ from storage import layout
 SQL_KG = layout.REPO_ROOT / "sql" / "kg"
 
 
+def kg_sql(name: str) -> str:
+    """The text of ``sql/kg/<name>.sql``."""
+    return (SQL_KG / f"{name}.sql").read_text()
+
+
 def create_truthy_claims(con: duckdb.DuckDBPyConnection) -> None:
     """Create temp table ``kg_preferred`` and temp view ``kg_claims`` over the connection's view ``kb_claims``."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE kg_preferred AS {(SQL_KG / 'kg_preferred.sql').read_text()}")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW kg_claims AS {(SQL_KG / 'kg_claims.sql').read_text()}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE kg_preferred AS {kg_sql('kg_preferred')}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW kg_claims AS {kg_sql('kg_claims')}")
