@@ -75,10 +75,10 @@ def build_kb_from_inputs(sample: bool = True, name: str | None = None, wikidata:
         wikipedia: pages-articles XML (``.bz2``).
         properties: ``properties.json(.gz)`` label lists.
         title_maps: ``QID;title;url`` maps.
-        shards_per_file: Byte shards per line file (plain, .gz or .bz2: a compressed one is split over its
-            decompressed bytes); a Wikipedia XML file gets at most ``workers`` of them (each XML shard
-            decompresses the whole file).
-        workers: Worker processes.
+        shards_per_file: Byte shards per line file and per pages-articles XML file (plain, .gz or .bz2: a
+            compressed one is split over its decompressed bytes); an ``.xz`` XML file, which cannot be cut by
+            byte range, gets at most ``workers`` of them (each of its shards decompresses the whole file).
+        workers: Worker processes: one pool for every input's shards.
         languages: Label languages to keep, comma-separated (``en,mul``) or ``all``; default ``all`` for the
             sample KB, ``en,mul`` (``tasks.kb.plan.DEFAULT_LANGUAGES``) otherwise. Part of the KB version.
 

@@ -11,7 +11,18 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from tests.bench.bench_scale import DRIVER, _probe, join_attempts, markdown_table, save_state, split_merge
+from tests.bench.bench_scale import (
+    DRIVER,
+    _probe,
+    join_attempts,
+    markdown_table,
+    report,
+    restage_wikipedia,
+    save_state,
+    searchable_kb,
+    split_merge,
+    stage_steps,
+)
 from tests.bench.bench_wikipedia import real_pages, write_dump
 
 
@@ -115,3 +126,56 @@ def test_one_step_s_probe_outlier_is_smoothed_by_its_neighbours() -> None:
     assert _probe(res, "index entity-bm25") == 0.458  # median of 0.458, 0.641, 0.421
     assert _probe(res, "merge") == (0.458 + 0.641) / 2  # the first step has one neighbour
     assert _probe(res, "index x") is None  # a step without a probe stays without
+
+
+def _shards(kind: str, seconds: list[float]) -> list[dict]:
+    return [{"kind": kind, "seconds": s, "peak_rss_mb": 200} for s in seconds]
+
+
+def test_both_stage_rows_are_core_seconds_over_the_one_pool_of_workers() -> None:
+    """kb build stages every shard of both inputs in one pool of ``--workers`` processes: the Wikipedia row's wall
+    was its longest shard (20.4 s at 10 M, exponent 0.17) while its shards took ~7 min of the pool at 3 M."""
+    steps = stage_steps(_shards("wikidata-json", [100.0, 120.0]), _shards("wikipedia-xml", [300.0, 200.0, 100.0]),
+                        2, 11_000_000_000, 3_000, 3_000_000_000)
+    assert steps["stage wikidata"]["wall"] == 110.0 and steps["stage wikidata"]["core_s"] == 220.0
+    wp = steps["stage wikipedia"]
+    assert wp["wall"] == 300.0 and wp["core_s"] == 600.0 and wp["longest"] == 300.0 and wp["shards"] == 3
+    assert "5.0 MB/s per core" in wp["note"]
+    assert "stage wikipedia" not in stage_steps(_shards("wikidata-json", [1.0]), [], 2, 10, 0, 0)
+
+
+def test_a_wikipedia_stage_saved_with_its_longest_shard_is_re_derived() -> None:
+    note = "longest of 65 byte-range shards; 846.9 core-s; 346,038 pages, 10384 MB XML"
+    res = {"steps": {"stage wikidata": {"wall": 223.09, "core_s": 446.18},
+                     "stage wikipedia": {"wall": 18.6, "core_s": 846.88, "shards": 65, "note": note}}}
+    restage_wikipedia(res)
+    wp = res["steps"]["stage wikipedia"]
+    assert abs(wp["wall"] - 423.44) < 1e-9 and wp["longest"] == 18.6 and wp["workers"] == 2
+    assert wp["note"].endswith("346,038 pages, 10384 MB XML") and "longest 18.6 s" in wp["note"]
+    restage_wikipedia(res)  # already re-derived: unchanged
+    assert abs(wp["wall"] - 423.44) < 1e-9
+
+
+def test_the_projection_adds_up_the_two_stage_rows(capsys) -> None:
+    def size(n: int) -> dict:
+        k = n / 1_000_000
+        return {"input": {"entities": n, "xml_plain": int(1e9 * k), "statements": 14 * n, "pages": 100},
+                "rows": {"articles": int(100 * k)},
+                "steps": {"stage wikidata": {"wall": 100.0 * k, "core_s": 200.0 * k, "startup": 0.0},
+                          "stage wikipedia": {"wall": 50.0 * k, "core_s": 100.0 * k, "startup": 0.0}}}
+    report({1_000_000: size(1_000_000), 3_000_000: size(3_000_000)}, 7.0, {})
+    lines = {ln.split()[1] if ln.split()[0] == "stage" else ln.split()[0]: ln
+             for ln in capsys.readouterr().out.splitlines() if ln.startswith("  stage ") or "total (sequential)" in ln}
+    # x(115 M / 3 M) entities and x(100 GB / 3 GB) XML bytes, core-seconds over 16 cores
+    wd = 600.0 * 115 / 3 / 16
+    wp = 300.0 * 100 / 3 / 16
+    assert f"{wd / 60:.1f} min" in lines["wikidata"] and f"{wp / 60:.1f} min" in lines["wikipedia"]
+    assert f"{(wd + wp) / 60:.1f} min" in lines["total"]
+
+
+def test_the_searchable_kb_holds_the_kb_its_bm25_indexes_kg_duckdb_and_search_recall() -> None:
+    projected = {"stage wikidata": 1.0, "stage wikipedia": 2.0, "seek index wikidata": 4.0, "merge": 8.0,
+                 "merge wikipedia": 16.0, "index entity-bm25": 32.0, "index title-bm25": 64.0,
+                 "index passage-bm25": 128.0, "index kg-duckdb": 256.0, "search-recall": 512.0,
+                 "index kg-oxigraph": 1e4, "index passage-dense": 1e5, "export-nt": 1e6}
+    assert searchable_kb(projected) == 1023.0
