@@ -856,7 +856,6 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict, markdown:
               FULL_ARTICLES / max(res.get("rows", {}).get("articles", 1), 1)))
     print(f"  {'step':<22} {'exp':>5} {'2 cores here':>12} {'speed-up':>8} {'16 cores':>10} {'RSS':>10}  assumption")
     total = dense_total = 0.0
-    stage_full: list[float] = []
     projected: dict[str, float] = {}  # step -> projected seconds, for the subtotals below
     for s in steps:
         # the largest size that measured this step (a step skipped at the largest size, e.g. kg-oxigraph where the
@@ -904,16 +903,12 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict, markdown:
         rss_full = r["rss"] * k ** er if (r.get("rss") and er is not None) else None
         over = "  > 64 GB!" if rss_full and rss_full > FULL_RAM_GB * 1e9 else ""
         projected[s] = full
-        if s.startswith("stage "):
-            stage_full.append(full)  # the two inputs' shards share one pool: their core-seconds add up
-        else:
-            total += full
-            if s[6:] in DENSE:
-                dense_total += full
+        total += full  # the two stage rows too: both inputs' shards share one pool, their core-seconds add up
+        if s[6:] in DENSE:
+            dense_total += full
         shown = ("< " if net < MIN_NET and s not in PER_CORE else "") + _fmt_s(full)
         print(f"  {s:<22} {e:>5.2f} {_fmt_s(here):>12} {sp_txt:>8} {shown:>10} {_fmt_b(rss_full):>10}  "
               f"{why}{over}")
-    total += sum(stage_full)
     print(f"  {'total (sequential)':<22} {'':>5} {'':>12} {'':>8} {_fmt_s(total):>10}  the two stage rows add up "
           "(their shards share one pool of workers)")
     print(f"  {'total without dense':<22} {'':>5} {'':>12} {'':>8} {_fmt_s(total - dense_total):>10}  the KB, BM25 "
@@ -1257,10 +1252,10 @@ def main() -> int:
             merge_s = sum(man.get("merge_seconds", {}).values())
             wd_sh = [s for s in man.get("shards", []) if s["kind"] == "wikidata-json"]
             wp_sh = [s for s in man.get("shards", []) if s["kind"] != "wikidata-json"]
-            core_s = sum(s["seconds"] for s in wd_sh)
             rc = man.get("row_counts", {})
             res["rows"] = rc
             res["steps"].update(stage_steps(wd_sh, wp_sh, a.workers, wd["json_bytes"], n_pg, xml_plain))
+            core_s = res["steps"]["stage wikidata"]["core_s"]
             for which, src in (("wikidata", gz.name), ("wikipedia", xml.name)):
                 mark = seek_index_record(home, src)
                 if mark is not None:
