@@ -552,7 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--name", default=None, help="KB name (version = NAME-<hash8>)")
     b.add_argument("--shards", type=int, default=1,
                    help="byte-range shards per input file (.gz/.bz2: of its decompressed bytes, through a seek "
-                        "index); a .xz Wikipedia XML file has no seek index and gets at most --workers")
+                        "index; a multistream .bz2 is cut at its bzip2 stream starts instead, with no index); a .xz "
+                        "Wikipedia XML file has no seek index and gets at most --workers")
     b.add_argument("--workers", type=int, default=1, help="worker processes for shards")
     b.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="SIZE", help=_MEMORY_HELP)
     b.set_defaults(fn=cmd_kb_build)

@@ -101,7 +101,8 @@ PASSAGES = pa.schema(
 REJECTS = pa.schema(
     [
         _f("source_file", pa.string(), "input file", nullable=False),
-        _f("offset", pa.int64(), "byte offset of the record in the (uncompressed) stream"),
+        _f("offset", pa.int64(), "byte offset of the record in the (uncompressed) stream; a shard of a multistream "
+           ".bz2 counts from its first bzip2 stream, whose compressed offset the reason names"),
         _f("line", pa.int64(), "1-based line number, when line-oriented"),
         _f("reason", pa.string(), "why it was rejected", nullable=False),
         _f("snippet", pa.string(), "first 200 bytes of the record"),

@@ -10,9 +10,10 @@ columns, the bulk form used on the KB build's hot path (one object per entity in
 Bad records become ``rejects`` rows (source_file, offset, line, reason, first 200 bytes); a truncated compressed
 stream or unreadable file raises ``DumpError`` naming the file and offset, so nothing partial is published.
 
-Sharding: a plain line file is split into byte ranges; a ``.gz``/``.bz2`` line file is split the same way over
-its decompressed bytes, read through a persisted seek index (``tasks.dumps.seekable``); a ``.xz`` file is one
-single-stream shard.
+Sharding: a plain line file is split into byte ranges; a multistream ``.bz2`` file at its bzip2 stream starts,
+found without decompressing it (``tasks.dumps.bz2streams``); any other ``.gz``/``.bz2`` line file is split like
+a plain one over its decompressed bytes, read through a persisted seek index (``tasks.dumps.seekable``); a
+``.xz`` file is one single-stream shard.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tasks.dumps.bz2streams import boundary, open_streams, stream_cuts
 from tasks.dumps.errors import DumpError
 from tasks.dumps.seekable import open_at, seek_index, seekable
 from tasks.progress import active_byte_counter
@@ -65,6 +67,9 @@ class Shard:
     seek index (``tasks.dumps.seekable``; ``end`` is then the decompressed size for the last shard). Without
     an index a compressed stream is read from its start, by line number ``[start, end)`` (``by_lines=True``;
     each shard decompresses and skips up to its start): the single-stream path, and the only one for ``.xz``.
+    A multistream ``.bz2`` file is cut at its bzip2 stream boundaries instead, with no seek index
+    (``streams=True``, ``tasks.dumps.bz2streams``): ``start``/``end`` are then compressed offsets of stream
+    starts, and the reader learns where ``end`` falls in decompressed bytes as it gets there.
 
     Attributes:
         index: Shard number, 0-based.
@@ -73,6 +78,7 @@ class Shard:
         end: End byte (or line), exclusive; ``None`` means end of file.
         by_lines: Whether start/end count lines instead of bytes.
         seek_index: Seek index file of a compressed file sharded by decompressed byte range.
+        streams: ``start``/``end`` are compressed offsets of bzip2 stream starts (a multistream ``.bz2``).
     """
 
     index: int = 0
@@ -81,6 +87,7 @@ class Shard:
     end: int | None = None
     by_lines: bool = False
     seek_index: str | None = None
+    streams: bool = False
 
 
 _COUNTED_BUFFER = 64 << 10  # bytes per buffer fill (= per counter update) of a counted file
@@ -209,12 +216,16 @@ def reject(source_file: Path | str, reason: str, raw: bytes | str | None, offset
 def open_shard(path: Path, shard: Shard) -> io.BufferedIOBase:
     """Open the stream a shard reads: the decompressed bytes, seekable to ``shard.start`` where it is a byte range.
 
-    A byte range of a ``.gz``/``.bz2`` file reads through the file's seek index (``shard.seek_index``); any other
-    compressed shard reads the stream from its start (:func:`open_text_stream`).
+    A byte range of a ``.gz``/``.bz2`` file reads through the file's seek index (``shard.seek_index``); a shard cut
+    at bzip2 stream boundaries (``shard.streams``) decodes from its first stream, its offsets counting from there
+    (:func:`range_end` gives its end); any other compressed shard reads the stream from its start
+    (:func:`open_text_stream`).
 
     Raises:
         ValueError: A byte range of a compressed file without its seek index (``.xz`` is never indexed).
     """
+    if shard.streams:
+        return open_streams(path, shard.start, shard.end, active_byte_counter())
     compressed = is_compressed(path)
     indexed = compressed and shard.seek_index is not None and not shard.by_lines
     if compressed and not shard.by_lines and not indexed and (shard.start or shard.end is not None):
@@ -223,11 +234,17 @@ def open_shard(path: Path, shard: Shard) -> io.BufferedIOBase:
     return open_at(path, shard.seek_index, active_byte_counter()) if indexed else open_text_stream(path)
 
 
-def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int, int, bytes]]:
+def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int | None, int, bytes]]:
     """Yield ``(line_number, byte_offset, line_bytes)`` for the lines of one shard.
 
-    Byte offsets are in the decompressed stream. Compressed-stream errors (truncation, CRC) raise
-    ``DumpError`` with the file and the offset reached.
+    Byte offsets are in the decompressed stream (of a stream-boundary shard: from its first stream); line numbers
+    are ``None`` in byte-range shards. Compressed-stream errors (truncation, CRC) raise ``DumpError`` with the file
+    and the offset reached.
+
+    Ownership, so that shards tile the file: a byte-range shard reads the lines that start in ``[start, end)``
+    (it skips a partial first line, found by the byte before ``start``); a stream-boundary shard, which cannot
+    see the byte before its first stream, reads the lines that start in ``(start, end]``: every shard but the
+    first drops its first line, which the shard before reads as the one starting at its ``end``, or crossing it.
 
     Args:
         path: Input file (plain, .gz, .bz2, .xz).
@@ -236,9 +253,14 @@ def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int, int, b
     path = Path(path)
     offset = 0
     lineno = 0
+    by_range = not shard.by_lines
     try:
         with open_shard(path, shard) as fh:
-            if not shard.by_lines and shard.start > 0:
+            if shard.streams:
+                lineno = -1
+                if shard.start > 0:
+                    offset = len(fh.readline())
+            elif by_range and shard.start > 0:
                 fh.seek(shard.start - 1)
                 # if the byte before start is a newline, the shard starts on a line boundary
                 prev = fh.read(1)
@@ -248,8 +270,10 @@ def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int, int, b
                     offset += len(skipped)
                 lineno = -1  # unknown absolute line numbers in byte shards
             while True:
-                if not shard.by_lines and shard.end is not None and offset >= shard.end:
-                    break
+                if by_range:
+                    end = range_end(fh, shard)
+                    if end is not None and (offset > end if shard.streams else offset >= end):
+                        break
                 line = fh.readline()
                 if not line:
                     break
@@ -265,7 +289,16 @@ def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int, int, b
                         lineno += 1
                 offset += len(line)
     except (EOFError, OSError, lzma.LZMAError, gzip.BadGzipFile) as exc:  # DecompressError is an OSError
-        raise DumpError(f"{path}: unreadable after byte offset {offset} (decompressed): {exc}") from exc
+        where = f" of the bzip2 streams from compressed byte {shard.start}" if shard.streams else ""
+        raise DumpError(f"{path}: unreadable after byte offset {offset} (decompressed{where}): {exc}") from exc
+
+
+def range_end(fh: io.BufferedIOBase, shard: Shard) -> int | None:
+    """Where a shard opened by :func:`open_shard` ends, in the decompressed offsets it reads.
+
+    ``None``: the end of the file, or, for a stream-boundary shard, not reached yet (its reader is still before it).
+    """
+    return boundary(fh) if shard.streams else shard.end
 
 
 def byte_shardable(path: Path) -> bool:
@@ -277,9 +310,11 @@ def byte_shardable(path: Path) -> bool:
 def byte_shards(path: Path, n: int, cache: Path | None = None) -> list[Shard]:
     """Split a line file into ``n`` byte-range shards that tile it (``.gz``/``.bz2``: its decompressed bytes).
 
-    A compressed file with ``n > 1`` gets its seek index first (``tasks.dumps.seekable.seek_index``: one full
-    parallel decompression, persisted under ``cache`` and reused); ``.xz`` files, and compressed files with
-    ``n <= 1``, are one single-stream shard (``by_lines=True``).
+    A multistream ``.bz2`` file with ``n > 1`` is cut at the stream starts nearest ``i * size / n`` of its
+    compressed bytes (``tasks.dumps.bz2streams.stream_cuts``: no decompression; fewer shards when its streams
+    are larger than that); any other compressed file with ``n > 1`` gets its seek index first
+    (``tasks.dumps.seekable.seek_index``: one full parallel decompression, persisted under ``cache`` and
+    reused); ``.xz`` files, and compressed files with ``n <= 1``, are one single-stream shard (``by_lines=True``).
 
     Args:
         path: The file.
@@ -293,6 +328,11 @@ def byte_shards(path: Path, n: int, cache: Path | None = None) -> list[Shard]:
     compressed = is_compressed(path)
     if n <= 1 or not byte_shardable(path):
         return [Shard(0, 1, 0, None, by_lines=compressed)]
+    if compressed and path.name.lower().endswith(".bz2"):
+        cuts = stream_cuts(path, n)
+        if cuts is not None:
+            k = len(cuts)
+            return [Shard(i, k, cuts[i], cuts[i + 1] if i + 1 < k else None, streams=True) for i in range(k)]
     if compressed:
         index = seek_index(path, cache)
         size, last, name = index.size, index.size, str(index.path)

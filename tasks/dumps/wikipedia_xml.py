@@ -41,7 +41,9 @@ Sharding, two ways; either way the shards' outputs tile the file's output:
   a ``<`` is always escaped, so the literal tag is a page start), parses from there under a synthetic
   ``<mediawiki>`` root and reads past ``end`` only to finish the page that crosses it. Every shard decompresses
   and parses only its own share of the file, as the line readers do. Offsets stay those of the whole
-  decompressed stream.
+  decompressed stream. A multistream ``.bz2`` (Wikimedia's ``pages-articles-multistream.xml.bz2``) is cut at
+  its bzip2 stream starts instead, with no decompression before staging (``tasks.dumps.bz2streams``): the
+  same rule over the decompressed bytes of its streams, whose offsets then count from its first stream.
 * **By page ordinal** (``Shard(index=i, count=n)`` with no range: ``.xz``, which has no seek index here): the
   pages whose ordinal (0-based position among all ``<page>`` elements, every namespace counted) satisfies
   ``ordinal % n == i``. Every such shard decompresses and scans the whole file but parses only the wikitext of
@@ -58,7 +60,7 @@ from html import unescape as _html_unescape
 from pathlib import Path
 from xml.parsers import expat
 
-from tasks.dumps.base import DumpError, Shard, TableRow, open_shard, reject
+from tasks.dumps.base import DumpError, Shard, TableRow, open_shard, range_end, reject
 
 STAGE = "wikipedia_xml"
 CHUNK = 1 << 20
@@ -433,7 +435,8 @@ class _PageCollector:
 
 
 def _is_byte_range(shard: Shard) -> bool:
-    return not shard.by_lines and (shard.seek_index is not None or shard.start > 0 or shard.end is not None)
+    return not shard.by_lines and (shard.streams or shard.seek_index is not None or shard.start > 0
+                                   or shard.end is not None)
 
 
 def _first_page(fh, start: int) -> tuple[int, bytes] | None:
@@ -456,23 +459,29 @@ def _pages(path: Path, shard: Shard) -> Iterator[dict]:
     col = _PageCollector(parser)
     by_range = _is_byte_range(shard)
     if by_range:
-        col.limit = shard.end
+        col.limit = None if shard.streams else shard.end
     elif shard.count > 1:
         col.want = lambda ordinal: ordinal % shard.count == shard.index
-    offset = shard.start if by_range else 0
+    # a stream-boundary shard's offsets count from its first stream, and it learns its end on reaching it
+    offset = shard.start if by_range and not shard.streams else 0
     try:
         with open_shard(path, shard) as fh:
             if by_range and shard.start > 0:
-                fh.seek(shard.start)
-                first = _first_page(fh, shard.start)
-                if first is None or (shard.end is not None and first[0] >= shard.end):
+                if not shard.streams:
+                    fh.seek(shard.start)
+                first = _first_page(fh, offset)
+                end = range_end(fh, shard)
+                if first is None or (end is not None and first[0] >= end):
                     return  # no page starts in this range
                 page_at, head = first
                 col.base = page_at - len(_ROOT)
                 offset = page_at + len(head)
+                col.limit = end
                 parser.Parse(_ROOT + head, False)
             while not col.past_limit:
                 chunk = fh.read(CHUNK)
+                if col.limit is None and by_range:
+                    col.limit = range_end(fh, shard)  # known once read up to (a stream shard's end)
                 if not chunk:
                     parser.Parse(b"", True)
                     break

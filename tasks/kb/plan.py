@@ -129,7 +129,8 @@ def _spec(kind: str, path: Path, source: str, shards_per_file: int) -> InputSpec
         raise FileNotFoundError(f"input not found: {path}")
     line_kinds = {"wikidata-json", "kgtk", "triples", "ntriples"}
     if kind in line_kinds or (kind == "wikipedia" and byte_shardable(path)):
-        # byte ranges; of the decompressed bytes for .gz/.bz2 (seek index built once, cached); .xz: one shard.
+        # byte ranges; of the decompressed bytes for .gz/.bz2 (seek index built once, cached), except a multistream
+        # .bz2, cut at its bzip2 stream starts (tasks/dumps/bz2streams.py); .xz: one shard.
         # An XML shard owns the pages whose <page> tag starts in its range (tasks/dumps/wikipedia_xml.py)
         shards = tuple(byte_shards(path, shards_per_file))
     elif kind == "wikipedia" and shards_per_file > 1:
@@ -214,7 +215,8 @@ def explicit_inputs(
     range (``.xz``). Each such shard decompresses and scans the whole file (it keeps every n-th page), so more of
     them than worker processes only repeat that work (measured by ``make bench-scale`` before XML had byte-range
     shards: 7 shards of a 1 GB XML spent 265 of 392 core-seconds decompressing). Plain, ``.bz2`` and ``.gz`` XML
-    files take ``shards_per_file`` byte-range shards, like the line files.
+    files take ``shards_per_file`` byte-range shards, like the line files (a multistream ``.bz2``, Wikimedia's
+    ``pages-articles-multistream.xml.bz2``: at most that many, cut at its bzip2 stream starts).
     """
     specs: list[InputSpec] = []
     for p in wikidata:

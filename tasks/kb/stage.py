@@ -43,6 +43,8 @@ def shard_bytes(spec: InputSpec, shard: Shard) -> int | None:
         return size  # compressed: every line shard decompresses from the start (an upper bound)
     if shard.seek_index is not None:
         return (shard.end or 0) - shard.start or None  # compressed, read by decompressed range: counts those bytes
+    # a stream-boundary shard (.bz2) counts the compressed bytes it reads: its range (the last stream it
+    # finishes past it is not counted in the total)
     return max(0, (size if shard.end is None else min(shard.end, size)) - shard.start) or None
 
 
@@ -90,9 +92,23 @@ def _reader(spec: InputSpec, shard: Shard) -> Iterator[TableRow]:
     raise ValueError(f"no reader for input kind {kind!r}")
 
 
+def _locate_rejects(rows: Iterator[TableRow], shard: Shard) -> Iterator[TableRow]:
+    """A stream-boundary shard's offsets count from its first bzip2 stream: each reject's reason says which."""
+    where = f" [offset in the bzip2 streams from compressed byte {shard.start}]"
+    for table, row in rows:
+        if table == "rejects":
+            row = {**row, "reason": row["reason"] + where}
+        yield table, row
+
+
 def shard_dir(version: str, spec: InputSpec, shard: Shard, root: Path | None = None) -> Path:
-    """Staging folder of one shard."""
-    return layout.staging_dir(version, spec.key, f"s{shard.index}of{shard.count}", root=root)
+    """Staging folder of one shard: ``s<i>of<n>``.
+
+    ``.streams`` is added for a shard cut at bzip2 stream starts: its range is not the decompressed byte range
+    that a build before such shards staged under the same numbers.
+    """
+    name = f"s{shard.index}of{shard.count}" + (".streams" if shard.streams else "")
+    return layout.staging_dir(version, spec.key, name, root=root)
 
 
 def stage_shard(
@@ -131,9 +147,12 @@ def stage_shard(
     n = n_ent = 0
     report_at = REPORT_ROWS
     desc = f"stage {Path(spec.path).name} [{shard.index + 1}/{shard.count}]"
+    rows_in = _reader(spec, shard)
+    if shard.streams:
+        rows_in = _locate_rejects(rows_in, shard)
     with count_reads() as read, reporter(desc, total=shard_bytes(spec, shard), unit="B") as bar:
         try:
-            for table, row in _reader(spec, shard):
+            for table, row in rows_in:
                 add = adders.get(table)
                 if add is None:
                     w = writers[table] = BoundedPartWriter(table, out / f"{table}.parquet", batch_rows=20_000)
@@ -162,6 +181,7 @@ def stage_shard(
         "input": spec.path,
         "kind": spec.kind,
         "shard": [shard.index, shard.count],
+        **({"compressed_range": [shard.start, shard.end]} if shard.streams else {}),
         "rows": rows,
         "seconds": round(time.perf_counter() - t0, 3),
         "peak_rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1),

@@ -17,8 +17,12 @@ bzip2 -9, here with Python's ``gzip``/``bz2`` modules), staged
 * rapidgzip / indexed_bzip2 parallel decompression of that single stream (``parallelization=2``, one parser):
   option B, measured by swapping the bench subprocess's decompressor;
 * linkedqa's compressed byte shards (``tasks.dumps.seekable``): the seek index built once with W decoder
-  threads, then W byte-range shards of the decompressed stream in W processes (W = 1, 2); the index time is
-  counted in the total;
+  threads, then 2 byte-range shards of the decompressed stream staged by W processes (W = 1: one after the
+  other; W = 2: at once); the index time is counted in the total;
+* linkedqa's stream shards of a multistream ``.bz2`` (``tasks.dumps.bz2streams``): the same JSON compressed
+  as ``pbzip2`` does (one bzip2 stream per 900 kB, as in Wikimedia's ``pages-articles-multistream.xml.bz2``
+  one stream per 100 pages), cut at stream starts found in its compressed bytes (no index, nothing
+  decompressed to plan; the search counted in the total), then 2 shards staged by W processes, as above;
 
 and decompression alone (stdlib, rapidgzip 1 and 2 threads, indexed_bzip2 1 and 2 threads). Prints MB/s of
 uncompressed JSON, per core (divided by the cores used), and the ratio to stdlib single-stream.
@@ -148,6 +152,15 @@ idx = seek_index(Path(sys.argv[1]), Path(sys.argv[2]), threads=int(sys.argv[3]))
 print(time.perf_counter() - t0, idx.path.stat().st_size)
 '''
 
+CUTS = r'''
+import sys, time
+from pathlib import Path
+from tasks.dumps.bz2streams import stream_cuts
+t0 = time.perf_counter()
+cuts = stream_cuts(Path(sys.argv[1]), int(sys.argv[2]))
+print(time.perf_counter() - t0, len(cuts))
+'''
+
 SHARD = r'''
 import sys, time, resource
 from pathlib import Path
@@ -219,17 +232,33 @@ def compress(plain: Path, suffix: str) -> Path:
     return out
 
 
-def _parallel(code: str, argsets: list[list[str]]) -> float:
-    """One subprocess per argument list, all at once; the slowest one's own time (start-up excluded, as in _py)."""
+#: Shards of a compressed file in the byte- and stream-shard rows (with 1 worker they are staged one after the other)
+SHARDS = 2
+
+
+def compress_multistream(plain: Path, piece: int = 900_000) -> Path:
+    """The plain dump as ``pbzip2 -9`` writes it: one bzip2 stream per ``piece`` bytes (lines cut anywhere)."""
+    out = plain.with_name(plain.name + ".multistream.bz2")
+    with open(plain, "rb") as src, open(out, "wb") as dst:
+        while chunk := src.read(piece):
+            dst.write(bz2.compress(chunk, 9))
+    return out
+
+
+def _parallel(code: str, argsets: list[list[str]]) -> tuple[float, float]:
+    """One subprocess per argument list, all at once: the slowest one's own time (start-up excluded, as in _py)
+    and the sum of the last figure each prints (rows staged)."""
     procs = [subprocess.Popen([sys.executable, "-c", code, *a], cwd=ROOT, stdout=subprocess.PIPE, text=True)
              for a in argsets]
-    times = []
+    times, rows = [], 0.0
     for p in procs:
         out, _ = p.communicate()
         if p.returncode:
             raise RuntimeError(f"bench subprocess failed ({p.returncode})")
-        times.append(float(out.strip().splitlines()[-1].split()[0]))
-    return max(times)
+        last = out.strip().splitlines()[-1].split()
+        times.append(float(last[0]))
+        rows += float(last[-1])
+    return max(times), rows
 
 
 def compressed_section(big: Path, mb: float, rows_plain: float, tmp: Path) -> None:
@@ -257,13 +286,40 @@ def compressed_section(big: Path, mb: float, rows_plain: float, tmp: Path) -> No
         for w in (1, 2):
             cache = tmp / f"idx{w}{suffix}"
             t_idx, idx_bytes = _py(INDEX, str(packed), str(cache), str(w))
-            t_st = _parallel(SHARD, [[str(packed), str(tmp / f"w{w}{suffix}"), str(w), str(i), str(cache)]
-                                     for i in range(w)])
+            t_st, rows_w = _staged_by(packed, tmp / f"w{w}{suffix}", w, cache)
+            assert rows_w == rows_plain, (rows_w, rows_plain)
             total = t_idx + t_st
             print(f"    byte shards, {w} worker{'s' if w > 1 else ' '} (index {t_idx:5.1f} s + stage {t_st:5.1f} s): "
                   f"{mb / total:6.1f} MB/s  per core {mb / total / w:6.1f}   {t_std / total:.2f}x  "
                   f"(staging alone {mb / t_st:.1f} MB/s; index file {idx_bytes / 1e3:.0f} kB)")
         packed.unlink()
+        if suffix == ".bz2":
+            t0 = time.perf_counter()
+            multi = compress_multistream(big)
+            print(f"  {multi.name}: {multi.stat().st_size / 1e6:.0f} MB (bzip2 -9 per 900 kB stream, as pbzip2; "
+                  f"compressed in {time.perf_counter() - t0:.0f} s)")
+            for w in (1, 2):
+                t_cut, _ = _py(CUTS, str(multi), str(SHARDS))
+                t_st, rows_m = _staged_by(multi, tmp / f"m{w}", w, tmp / "no-index")
+                assert rows_m == rows_plain, (rows_m, rows_plain)
+                assert not (tmp / "no-index").exists()
+                total = t_cut + t_st
+                print(f"    stream shards, {w} worker{'s' if w > 1 else ' '} (cuts {t_cut:5.2f} s + stage "
+                      f"{t_st:5.1f} s): {mb / total:6.1f} MB/s  per core {mb / total / w:6.1f}   {t_std / total:.2f}x  "
+                      f"(multistream .bz2, no seek index)")
+            multi.unlink()
+
+
+def _staged_by(packed: Path, out: Path, workers: int, cache: Path) -> tuple[float, float]:
+    """:data:`SHARDS` shards of a compressed file staged by ``workers`` processes at a time (1 worker: one after
+    the other; a single shard would be the stdlib single stream): summed wall of the rounds, rows staged."""
+    total = rows = 0.0
+    for first in range(0, SHARDS, workers):
+        t, r = _parallel(SHARD, [[str(packed), str(out), str(SHARDS), str(i), str(cache)]
+                                 for i in range(first, min(SHARDS, first + workers))])
+        total += t
+        rows += r
+    return total, rows
 
 
 def _py(code: str, *args: str) -> list[float]:

@@ -18,7 +18,9 @@ Input, built from the REAL sample files only (nothing invented but ids and title
   printed.
 * Wikipedia: the real enwiki pages of ``wikipedia-xml-dump`` (``bench_wikipedia.real_pages``; articles,
   redirects, disambiguation pages), whole copies written by ``bench_wikipedia.write_dump`` (titles ``"T (c)"`` and
-  page ids rewritten per copy) then bzip2 -9; articles (pages that are not redirects) scale with entities in the
+  page ids rewritten per copy) then bzip2 -9 as Wikimedia's ``pages-articles-multistream.xml.bz2`` (one stream
+  per 100 pages, the header alone in the first; ``Multistream``), which ``kb build`` cuts at stream starts with
+  no seek index; articles (pages that are not redirects) scale with entities in the
   full dump's ratio (7 M articles per 115 M entities), at least ``--min-pages`` pages.
 
 For each size (entities, ``--sizes``; default 10000,100000,300000 = 1x/10x/30x; the >= 10 M point is
@@ -68,7 +70,7 @@ Run: ``.venv/bin/python -m tests.bench.bench_scale [--sizes 10000,100000,300000]
 from __future__ import annotations
 
 import argparse
-import contextlib
+import bz2
 import fcntl
 import json
 import math
@@ -107,11 +109,12 @@ DENSE = ("passage-dense", "entity-dense")
 # How each step could use 16 cores instead of the 2 measured here (the projection's divisor), and why.
 SPEEDUP = {
     "stage wikidata": (None, "per-core rate (shard CPU-seconds, 2 workers here) x 16 workers: /16 of core-s"),
-    "stage wikipedia": (None, "byte-range shards of the decompressed XML (seek index): per-core rate x 16 "
-                        "workers: /16 of core-s"),
+    "stage wikipedia": (None, "shards of the multistream .xml.bz2 cut at its bzip2 stream starts (no seek "
+                        "index; before 2026-11-28 byte ranges through one): per-core rate x 16 workers: /16 of core-s"),
     "seek index wikidata": (None, "plan time, once per file: parallel decompression (rapidgzip) on every core: "
                             "/16 of core-s (decoder threads x wall)"),
-    "seek index wikipedia": (None, "plan time, once per file: parallel decompression (indexed_bzip2) on every "
+    "seek index wikipedia": (None, "single-stream .xml.bz2 only (runs before 2026-11-28): plan time, once per file: "
+                             "parallel decompression (indexed_bzip2) on every "
                              "core: /16 of core-s (decoder threads x wall)"),
     "merge": (4.0, "DuckDB, all cores, memory_limit {mem} (spills): ASSUMED /4 for 2 -> 16 threads (50% eff.)"),
     "merge wikipedia": (4.0, "as merge (the articles and passages tables)"),
@@ -300,14 +303,47 @@ def page_copies(n: int, pages: list[bytes], min_pages: int) -> int:
     return max(1, math.ceil(min_pages / len(pages)), math.ceil(n * FULL_ARTICLES / FULL_ENTITIES / articles))
 
 
+class Multistream:
+    """A binary sink that bzip2-compresses what it is given as Wikimedia writes
+    ``pages-articles-multistream.xml.bz2``: the first write (the ``<siteinfo>`` header) as a stream of its own,
+    then one stream per ``per_stream`` writes (``write_dump`` writes one page per call), the rest and the closing
+    tag on :meth:`close`. :meth:`cancel` makes the next write fail (the writer thread then stops)."""
+
+    def __init__(self, fh, per_stream: int = 100, level: int = 9):
+        self._fh, self._per, self._level = fh, per_stream, level
+        self._buf: list[bytes] = []
+        self._header = True
+        self.cancelled = False
+
+    def write(self, chunk: bytes) -> None:
+        if self.cancelled:
+            raise OSError("cancelled")
+        self._buf.append(chunk)
+        if self._header or len(self._buf) >= self._per:
+            self._flush()
+            self._header = False
+
+    def _flush(self) -> None:
+        if self._buf:
+            self._fh.write(bz2.compress(b"".join(self._buf), self._level))  # libbz2 runs without the GIL
+            self._buf = []
+
+    def close(self) -> None:
+        self._flush()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
 class WikipediaWriter:
-    """Whole copies of the real pages (``bench_wikipedia.write_dump``) piped through ``bzip2 -9`` into ``path``, by
-    a thread, while the caller writes the Wikidata dump (the plain XML never lands on disk: ~35 GB at 10 M
-    entities); :meth:`wait` gives (pages, plain XML bytes)."""
+    """Whole copies of the real pages (``bench_wikipedia.write_dump``) written into ``path`` as Wikimedia's
+    multistream dump (:class:`Multistream`: bzip2 -9, one stream per 100 pages), by a thread, while the caller
+    writes the Wikidata dump (the plain XML never lands on disk: ~35 GB at 10 M entities); :meth:`wait` gives
+    (pages, plain XML bytes)."""
 
     def __init__(self, header: bytes, pages: list[bytes], copies: int, path: Path):
         self._out = open(path, "wb")
-        self.proc = subprocess.Popen(["bzip2", "-9", "-c"], stdin=subprocess.PIPE, stdout=self._out)
+        self._sink = Multistream(self._out)
         self.result: tuple[int, int] | None = None
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._write, args=(header, pages, copies), daemon=True)
@@ -315,27 +351,23 @@ class WikipediaWriter:
 
     def _write(self, header: bytes, pages: list[bytes], copies: int) -> None:
         try:
-            self.result = write_dump(self.proc.stdin, header, pages, copies)
+            self.result = write_dump(self._sink, header, pages, copies)
+            self._sink.close()
         except BaseException as e:  # noqa: BLE001 - raised again by wait()
             self.error = e
-        finally:
-            with contextlib.suppress(OSError):  # bzip2 gone: wait() says so
-                self.proc.stdin.close()
 
     def stop(self) -> None:
-        """Kill ``bzip2`` (its writer then fails on the closed pipe) and join both."""
-        self.proc.kill()
+        """Make the writer fail at its next page, and join it."""
+        self._sink.cancel()
         self._thread.join()
-        self.proc.wait()
         self._out.close()
 
     def wait(self) -> tuple[int, int]:
-        """Join the writer and ``bzip2``; (pages, plain XML bytes), or RuntimeError."""
+        """Join the writer; (pages, plain XML bytes), or RuntimeError."""
         self._thread.join()
-        rc = self.proc.wait()
         self._out.close()
-        if self.error is not None or rc or self.result is None:
-            raise RuntimeError(f"writing the Wikipedia dump failed (bzip2 exit {rc}): {self.error!r}")
+        if self.error is not None or self.result is None:
+            raise RuntimeError(f"writing the Wikipedia dump failed: {self.error!r}")
         size, written = self.result
         return written, size
 
@@ -1153,7 +1185,7 @@ def main() -> int:
             env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
             env.update(LINKEDQA_HOME=str(home), LINKEDQA_DATA=str(data), PYTHONUNBUFFERED="1")
             print(f"\n=== {n:,} entities ({sdir}) ===", flush=True)
-            gz, xml = sdir / "wikidata-all.json.gz", sdir / "enwiki-pages-articles.xml.bz2"
+            gz, xml = sdir / "wikidata-all.json.gz", sdir / "enwiki-pages-articles-multistream.xml.bz2"
             built = res is not None and "kb build" in res["steps"] and res["steps"]["kb build"].get("rc") == 0
             if res is not None and (built or (gz.exists() and xml.exists())):
                 print(f"  input written in an earlier run ({res['input_s']:.0f} s)" +
