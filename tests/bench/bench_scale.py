@@ -649,9 +649,15 @@ def stage_steps(wd_shards: list[dict], wp_shards: list[dict], workers: int, json
         out["stage wikipedia"] = {
             "wall": core / workers, "core_s": core, "workers": workers, "longest": longest, "startup": 0.0,
             "shards": len(wp_shards), "rss": max(s.get("peak_rss_mb", 0) for s in wp_shards) * 2**20,
-            "note": f"{len(wp_shards)} byte-range shards, {core:.1f} core-s ({xml_bytes / 1e6 / core:.1f} MB/s "
+            "note": f"{len(wp_shards)} {_shard_kind(wp_shards)}, {core:.1f} core-s ({xml_bytes / 1e6 / core:.1f} MB/s "
                     f"per core), longest {longest:.1f} s; {pages:,} pages, {xml_bytes / 1e6:.0f} MB XML"}
     return out
+
+
+def _shard_kind(shards: list[dict]) -> str:
+    """How ``kb build`` cut a file, from its shard records: at bzip2 stream starts (they record their
+    ``compressed_range``) or by byte range."""
+    return "stream shards (multistream)" if any("compressed_range" in s for s in shards) else "byte-range shards"
 
 
 def restage_wikipedia(res: dict) -> None:

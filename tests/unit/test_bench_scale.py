@@ -7,12 +7,15 @@ running the bench (README, "Scale rehearsal"); these are the rules it applies to
 
 from __future__ import annotations
 
+import bz2
 import json
 import tracemalloc
 from pathlib import Path
 
+from tasks.dumps.base import byte_shards
 from tests.bench.bench_scale import (
     DRIVER,
+    WikipediaWriter,
     _probe,
     join_attempts,
     markdown_table,
@@ -50,6 +53,30 @@ def test_the_wikipedia_dump_is_written_page_by_page(data_root: Path) -> None:
         tracemalloc.stop()
     assert n == copies * len(pages) and size == sink.size > 100e6
     assert sink.peak < 20e6  # a few pages at a time, not the 100+ MB written
+
+
+def test_the_wikipedia_dump_is_wikimedia_s_multistream(data_root: Path, tmp_path: Path) -> None:
+    """As ``pages-articles-multistream.xml.bz2``: the header alone in the first bzip2 stream, then 100 pages per
+    stream; ``kb build`` cuts it at stream starts (no seek index)."""
+    header, pages = real_pages(data_root)
+    path = tmp_path / "enwiki-pages-articles-multistream.xml.bz2"
+    n, size = WikipediaWriter(header, pages, 2, path).wait()
+    assert n == 2 * len(pages)
+    streams, rest = [], path.read_bytes()
+    while rest:
+        dec = bz2.BZ2Decompressor()
+        streams.append(dec.decompress(rest))
+        assert dec.eof
+        rest = dec.unused_data
+    assert streams[0] == header and len(streams) == 1 + -(-n // 100)
+    assert len(b"".join(streams)) == size and streams[-1].endswith(b"</mediawiki>\n")
+    assert all(s.startswith(b"  <page>") or s.startswith(b"<page>") for s in streams[1:])
+    shards = byte_shards(path, 3, tmp_path / "idx")
+    assert len(shards) == 3 and all(s.streams for s in shards) and not (tmp_path / "idx").exists()
+    recs = [{**r, "compressed_range": [s.start, s.end]} for r, s in zip(_shards("wikipedia-xml", [1.0] * 3), shards,
+                                                                            strict=True)]
+    assert "3 stream shards (multistream)" in stage_steps(_shards("wikidata-json", [1.0]), recs, 2, 10, n, size)[
+        "stage wikipedia"]["note"]
 
 
 def test_a_continued_build_sums_its_attempts_and_counts_disk_from_the_first_start() -> None:
