@@ -270,10 +270,12 @@ def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int | None,
                     offset += len(skipped)
                 lineno = -1  # unknown absolute line numbers in byte shards
             while True:
-                if by_range:
-                    end = range_end(fh, shard)
-                    if end is not None and (offset > end if shard.streams else offset >= end):
+                if shard.streams:
+                    end = boundary(fh)  # known once the reader gets there
+                    if end is not None and offset > end:
                         break
+                elif by_range and shard.end is not None and offset >= shard.end:
+                    break
                 line = fh.readline()
                 if not line:
                     break
@@ -289,8 +291,15 @@ def iter_lines(path: Path, shard: Shard = Shard()) -> Iterator[tuple[int | None,
                         lineno += 1
                 offset += len(line)
     except (EOFError, OSError, lzma.LZMAError, gzip.BadGzipFile) as exc:  # DecompressError is an OSError
-        where = f" of the bzip2 streams from compressed byte {shard.start}" if shard.streams else ""
-        raise DumpError(f"{path}: unreadable after byte offset {offset} (decompressed{where}): {exc}") from exc
+        raise DumpError(f"{path}: unreadable after byte offset {offset} ({decompressed(shard)}): {exc}") from exc
+
+
+def decompressed(shard: Shard) -> str:
+    """What a shard's offsets count in, for error messages.
+
+    ``decompressed``; for a stream-boundary shard also from which bzip2 stream (its offsets count from its first).
+    """
+    return f"decompressed of the bzip2 streams from compressed byte {shard.start}" if shard.streams else "decompressed"
 
 
 def range_end(fh: io.BufferedIOBase, shard: Shard) -> int | None:

@@ -175,13 +175,35 @@ class _StreamsRaw(io.RawIOBase):
         self._path = path
         self._end = end
         self._counter = counter
-        self._dec = self._open(start, end)
+        self._file: _RangeFile | None = None
+        self._dec: Any = None
         self._tail = False  # decoding [end, EOF)
         self._pos = 0
         self.boundary: int | None = None
+        self._open(start, end)
 
-    def _open(self, start: int, end: int | None) -> Any:
-        return indexed_bzip2.open(_RangeFile(self._path, start, end, self._counter), parallelization=1)
+    def _open(self, start: int, end: int | None) -> None:
+        """Decode ``[start, end)`` from now on, closing the range before it.
+
+        indexed_bzip2 never closes the file object it is given and keeps it alive: without this, each shard would
+        leak a descriptor per range.
+        """
+        self._drop()
+        self._file = _RangeFile(self._path, start, end, self._counter)
+        try:
+            self._dec = indexed_bzip2.open(self._file, parallelization=1)
+        except (RuntimeError, ValueError) as exc:
+            self._drop()
+            raise DecompressError(str(exc)) from exc
+
+    def _drop(self) -> None:
+        dec, f, self._dec, self._file = self._dec, self._file, None, None
+        try:
+            if dec is not None:
+                dec.close()
+        finally:
+            if f is not None:
+                f.close()
 
     def readable(self) -> bool:
         return True
@@ -191,9 +213,8 @@ class _StreamsRaw(io.RawIOBase):
             n = self._dec.readinto(b)
             if not n and not self._tail and self._end is not None:
                 self.boundary = self._pos
-                self._dec.close()
-                self._dec = self._open(self._end, None)
                 self._tail = True
+                self._open(self._end, None)
                 n = self._dec.readinto(b)
         except (RuntimeError, ValueError) as exc:
             raise DecompressError(str(exc)) from exc
@@ -206,7 +227,7 @@ class _StreamsRaw(io.RawIOBase):
     def close(self) -> None:
         if not self.closed:
             try:
-                self._dec.close()
+                self._drop()
             finally:
                 super().close()
 

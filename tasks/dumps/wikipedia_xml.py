@@ -60,7 +60,7 @@ from html import unescape as _html_unescape
 from pathlib import Path
 from xml.parsers import expat
 
-from tasks.dumps.base import DumpError, Shard, TableRow, open_shard, range_end, reject
+from tasks.dumps.base import DumpError, Shard, TableRow, decompressed, open_shard, range_end, reject
 
 STAGE = "wikipedia_xml"
 CHUNK = 1 << 20
@@ -491,10 +491,10 @@ def _pages(path: Path, shard: Shard) -> Iterator[dict]:
                     yield from col.done
                     col.done = []
     except expat.ExpatError as exc:
-        raise DumpError(f"{path}: broken XML at byte offset {col.base + parser.ErrorByteIndex} (decompressed): "
-                        f"{expat.errors.messages[exc.code]}") from exc
+        raise DumpError(f"{path}: broken XML at byte offset {col.base + parser.ErrorByteIndex} "
+                        f"({decompressed(shard)}): {expat.errors.messages[exc.code]}") from exc
     except (EOFError, OSError, ValueError) as exc:
-        raise DumpError(f"{path}: unreadable after byte offset {offset} (decompressed): {exc}") from exc
+        raise DumpError(f"{path}: unreadable after byte offset {offset} ({decompressed(shard)}): {exc}") from exc
     yield from col.done
 
 

@@ -227,3 +227,20 @@ def test_a_reject_in_a_stream_shard_names_where_its_offset_counts_from(home: Pat
     with open_streams(packed, sh.start, None) as fh:
         fh.read(rej["offset"])
         assert fh.readline() == lines[bad]
+
+
+def test_reading_stream_shards_leaks_no_file_descriptors(plain_json: bytes, tmp_path: Path):
+    """indexed_bzip2 keeps the file object it decodes from alive and never closes it: the shard reader must."""
+    packed = _multistream(_fixed_pieces(plain_json, 50_000), tmp_path / "items.json.bz2")
+    shards = byte_shards(packed, 3, tmp_path / "idx")
+    proc = Path("/proc/self/fd")
+    before = len(list(proc.iterdir())) if proc.is_dir() else None
+    for _ in range(30):
+        for sh in shards:
+            with open_streams(packed, sh.start, sh.end) as fh:
+                fh.read(100_000)  # past the first range's end for the short shards: the tail is opened too
+        gen = iter_lines(packed, shards[0])
+        next(gen)
+        gen.close()  # a reader stopped early
+    if before is not None:
+        assert len(list(proc.iterdir())) <= before + 2
