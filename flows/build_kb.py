@@ -12,12 +12,12 @@ from storage import layout
 from storage.artifacts import ArtifactRef
 from storage.manifest import read_manifest
 from tasks.kb.plan import BuildPlan
+from tasks.kb.pool import shutdown_pool
 from tasks.kb_tasks import (
     merge_kb_task,
     plan_kb_task,
     publish_kb_artifact,
     refresh_catalog_task,
-    shutdown_pool,
     stage_shard_task,
 )
 
@@ -48,7 +48,7 @@ def build_kb(plan: BuildPlan, workers: int = 1, keep_staging: bool = False) -> A
         futures = [stage_shard_task.submit(plan.version, s, sh, root, workers) for s, sh in pairs]
         records = [f.result() for f in futures]
     finally:
-        shutdown_pool()
+        shutdown_pool(wait=False)  # the workers' exit overlaps the merge
     ref = merge_kb_task(plan, root, records)
     if not keep_staging:
         shutil.rmtree(Path(vdir) / "_staging", ignore_errors=True)

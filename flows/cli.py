@@ -35,6 +35,7 @@ from storage.catalog import (
 from storage.layout import LayoutError
 from storage.parquet_io import read_table
 from tasks.kb.plan import ALL_LANGUAGES, DEFAULT_LANGUAGES, parse_languages
+from tasks.kb.pool import shutdown_pool, warm_pool
 from tasks.llm.env import configure_runtime_env
 
 # The method registry, the run machinery, the report and notebook code and the fetchers are imported by the
@@ -164,11 +165,10 @@ def _start_prefect() -> None:
 @_with_memory_limit
 def cmd_kb_build(a: argparse.Namespace) -> int:
     """``linkedqa kb build``: the ``build_kb_from_inputs`` flow (plan from every input kind -> ``build_kb``)."""
-    from flows.build_kb import build_kb_from_inputs  # heavy: pulls prefect
-    from tasks.kb_tasks import shutdown_pool, warm_pool
-
-    warm_pool(a.workers)  # worker start-up overlaps the Prefect server's
+    warm_pool(a.workers)  # the workers' start-up overlaps the Prefect server's boot and this Prefect import
     try:
+        from flows.build_kb import build_kb_from_inputs  # heavy: pulls prefect
+
         _start_prefect()
         t0 = time.perf_counter()
         ref = build_kb_from_inputs(sample=a.sample, name=a.name, wikidata=a.wikidata, truthy=a.truthy,

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import multiprocessing as mp
-import os
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -17,44 +14,8 @@ from storage.manifest import read_manifest
 from tasks.dumps.base import Shard
 from tasks.kb.merge import merge_and_publish
 from tasks.kb.plan import BuildPlan, InputSpec, plan_from_inputs
+from tasks.kb.pool import shard_pool
 from tasks.kb.stage import stage_shard
-from tasks.progress import resolve_mode
-from tasks.workers import pool_initializer
-
-_POOL: cf.ProcessPoolExecutor | None = None
-
-
-def _pool(workers: int) -> cf.ProcessPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                       initializer=pool_initializer, initargs=(resolve_mode(), os.getpid()))
-    return _POOL
-
-
-def _loaded() -> bool:
-    """Run in a worker: by now its ``tasks.kb.stage`` import (unpickling this function) is done."""
-    return True
-
-
-def warm_pool(workers: int) -> None:
-    """Start the shard worker processes now (``workers > 1``); the flow's stage tasks reuse them.
-
-    Their start-up and imports (~1.5 s each on 2 cores) then overlap the command's own start-up (the Prefect
-    server's boot) instead of delaying the first shard.
-    """
-    if workers > 1:
-        pool = _pool(workers)
-        for _ in range(workers):
-            pool.submit(_loaded)
-
-
-def shutdown_pool() -> None:
-    """Stop the worker processes used for CPU-bound shards."""
-    global _POOL
-    if _POOL is not None:
-        _POOL.shutdown(cancel_futures=True)
-        _POOL = None
 
 
 @task(name="plan_kb")
@@ -69,7 +30,7 @@ def plan_kb_task(sample: bool, name: str | None, inputs: dict[str, list[str]], s
 def stage_shard_task(version: str, spec: InputSpec, shard: Shard, root: str, workers: int) -> dict:
     """Stage one shard (in a worker process when ``workers > 1``, so shards use all cores)."""
     if workers > 1:
-        rec = _pool(workers).submit(stage_shard, version, spec, shard, Path(root)).result()
+        rec = shard_pool(workers).submit(stage_shard, version, spec, shard, Path(root)).result()
     else:
         rec = stage_shard(version, spec, shard, Path(root))
     rows = ", ".join(f"{t}={n:,}" for t, n in sorted(rec["rows"].items()))

@@ -39,7 +39,7 @@ _PARENT = textwrap.dedent("""
             pool = ctx.Pool(1, initializer=exit_with_parent if watched else None,
                             initargs=(os.getpid(),) if watched else ())
             pool.apply_async(busy, (path,))
-        else:  # tasks.kb_tasks's executor
+        else:  # tasks.kb.pool's executor
             ex = cf.ProcessPoolExecutor(1, mp_context=ctx, initializer=pool_initializer if watched else None,
                                         initargs=("off", os.getpid()) if watched else ())
             ex.submit(busy, path)
@@ -80,15 +80,15 @@ def test_a_busy_worker_ends_within_seconds_of_its_sigkilled_parent(tmp_path: Pat
 
 def test_the_kb_build_and_export_pools_start_their_workers_watched(monkeypatch) -> None:
     """The pools that run shards and export units use the initializer, with this process as the parent."""
-    from tasks import kb_tasks
+    from tasks.kb import pool as kb_pool
     from tasks.kg import export_nt
     from tasks.workers import exit_with_parent
 
     try:
-        pool = kb_tasks._pool(1)  # no worker starts before a submit
+        pool = kb_pool.shard_pool(1)  # no worker starts before a submit
         assert pool._initializer is pool_initializer and pool._initargs[1] == os.getpid()
     finally:
-        kb_tasks.shutdown_pool()
+        kb_pool.shutdown_pool()
 
     seen = {}
 
@@ -100,6 +100,33 @@ def test_the_kb_build_and_export_pools_start_their_workers_watched(monkeypatch) 
     with pytest.raises(RuntimeError, match="no pool in this test"):
         export_nt._write_parts([], Path("unused"), False, [], Path("unused"), "1GB", Path("unused"), 2)
     assert seen == {"initializer": exit_with_parent, "initargs": (os.getpid(),)}
+
+
+_PROBE = textwrap.dedent("""
+    import sys
+    from tasks.kb.pool import shard_pool, shutdown_pool, warm_pool
+
+    if __name__ == "__main__":
+        warm_pool(2)
+        probe = "sorted(m for m in __import__('sys').modules if m.split('.')[0] in ('prefect', 'tasks'))"
+        seen = [shard_pool(2).submit(eval, probe).result() for _ in range(4)]
+        shutdown_pool()
+        print(repr(seen))
+""")
+
+
+def test_the_kb_shard_workers_import_staging_and_not_prefect(tmp_path: Path) -> None:
+    """A shard worker imports what staging needs and never Prefect (~1.5 s of CPU per worker on 2 cores, when
+    the warm-up function lived beside the Prefect tasks): every worker imports the module of what it unpickles."""
+    script = tmp_path / "probe.py"
+    script.write_text(_PROBE)
+    env = {**os.environ, "PYTHONPATH": str(layout.REPO_ROOT)}
+    out = subprocess.run([sys.executable, str(script)], cwd=layout.REPO_ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = eval(out.stdout.strip().splitlines()[-1])
+    assert len(seen) == 4 and not [m for mods in seen for m in mods if m.split(".")[0] == "prefect"], seen
+    assert any("tasks.kb.stage" in mods for mods in seen), seen
 
 
 def test_without_the_watch_a_busy_worker_outlives_its_parent(tmp_path: Path) -> None:
