@@ -47,8 +47,10 @@ def build_kb(plan: BuildPlan, workers: int = 1, keep_staging: bool = False) -> A
     try:
         futures = [stage_shard_task.submit(plan.version, s, sh, root, workers) for s, sh in pairs]
         records = [f.result() for f in futures]
-    finally:
-        shutdown_pool(wait=False)  # the workers' exit overlaps the merge
+    except BaseException:
+        shutdown_pool()  # as before: the running shards end (kept for the re-run) before the error is reported
+        raise
+    shutdown_pool(wait=False)  # every shard staged: the workers' exit overlaps the merge
     ref = merge_kb_task(plan, root, records)
     if not keep_staging:
         shutil.rmtree(Path(vdir) / "_staging", ignore_errors=True)
