@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-SCRIPTS = ["tests.bench.bench_ingest", "tests.bench.bench_wikipedia", "tests.bench.bench_kg",
+SCRIPTS = ["tests.bench.bench_ingest", "tests.bench.bench_build", "tests.bench.bench_wikipedia", "tests.bench.bench_kg",
            "tests.bench.bench_retrieval", "tests.bench.bench_ea", "tests.bench.bench_search",
            "tests.bench.bench_bm25_build", "tests.bench.bench_ela",
            "tests.bench.bench_anchorrag", "tests.bench.bench_dtype", "tests.bench.bench_dense"]
