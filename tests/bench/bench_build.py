@@ -29,8 +29,6 @@ import os
 import re
 import resource
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +40,7 @@ from pathlib import Path
 import psutil
 
 from tests.bench.bench_ingest import ROOT, _parallel, make_dump, real_lines
+from tests.procs import free_port, prefect_free_env, stop_group
 
 STAGE = r'''
 import sys, time
@@ -71,17 +70,10 @@ SETTINGS = ("new home", "existing Prefect database", "running server")
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def _user_env(**extra: str) -> dict[str, str]:
-    """A user's shell: no ``PREFECT_*`` of this process, analytics off (no network here), plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", **extra)
-    return env
-
-
 def _boot(prefect_home: Path) -> float:
     """Seconds from a fresh interpreter to the temporary server's first health answer."""
     prefect_home.mkdir(parents=True, exist_ok=True)  # as the CLI's setup_env makes it
-    out = subprocess.run([sys.executable, "-c", BOOT], cwd=ROOT, env=_user_env(PREFECT_HOME=str(prefect_home)),
+    out = subprocess.run([sys.executable, "-c", BOOT], cwd=ROOT, env=prefect_free_env(PREFECT_HOME=str(prefect_home)),
                          capture_output=True, text=True, timeout=300)
     if out.returncode:
         raise RuntimeError(f"server boot failed: {out.stderr[-2000:]}")
@@ -112,7 +104,7 @@ def _build(dump: Path, home: Path, server: psutil.Process | None, api_url: str |
     srv0 = _tree_cpu(server) if server else 0.0
     t0 = time.perf_counter()
     out = subprocess.run([*_cli(), "kb", "build", "--wikidata", str(dump), "--shards", "2", "--workers", "2"],
-                         cwd=ROOT, env=_user_env(**extra), capture_output=True, text=True, timeout=900)
+                         cwd=ROOT, env=prefect_free_env(**extra), capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode:
@@ -128,18 +120,12 @@ def _build(dump: Path, home: Path, server: psutil.Process | None, api_url: str |
             "rows": sum(sum(s["rows"].values()) for s in manifest["shards"])}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start_server(prefect_home: Path) -> tuple[subprocess.Popen, str]:
     """``prefect server start`` on a free loopback port, healthy; the caller stops it by its pid."""
-    port = _free_port()
+    port = free_port()
     prefect = Path(sys.executable).parent / "prefect"
     proc = subprocess.Popen([str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                            env=_user_env(PREFECT_HOME=str(prefect_home), PREFECT_UI_ENABLED="false"),
+                            env=prefect_free_env(PREFECT_HOME=str(prefect_home), PREFECT_UI_ENABLED="false"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}/api"
     deadline = time.monotonic() + 180
@@ -151,19 +137,8 @@ def _start_server(prefect_home: Path) -> tuple[subprocess.Popen, str]:
                 return proc, url
         except OSError:
             time.sleep(0.2)
-    _stop_server(proc)
+    stop_group(proc)
     raise RuntimeError("prefect server start did not answer within 180 s")
-
-
-def _stop_server(proc: subprocess.Popen) -> None:
-    """Stop the server and its children (its process group) by pid."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def main() -> None:
@@ -212,7 +187,7 @@ def main() -> None:
                           + (f" (+{res['server_cpu']:.1f} s in the server)" if srv else "")
                           + f"  flow {res['flow']:4.1f} s  merge {res['merge']:4.1f} s", flush=True)
         finally:
-            _stop_server(server)
+            stop_group(server)
 
         print(f"\n{'setting':<28}{'median wall':>12}{'median CPU':>12}{'vs slowest shard':>18}"
               f"{'vs staging processes':>22}")

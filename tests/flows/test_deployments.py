@@ -4,9 +4,6 @@ ephemeral harness)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from flows.serve import build_deployments, load_deployment_specs
+from tests.procs import free_port, prefect_free_env, stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT_YAML = ROOT / "prefect.yaml"
@@ -77,39 +75,10 @@ def test_prefect_yaml_entrypoints_load(data_root: Path, home: Path):
 
 
 # ------------------------------------------------------------------------- a real server
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    """This process's environment minus every PREFECT_* (the session harness's API URL must not leak in)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", **extra)
-    return env
-
-
 def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     # own session = own process group, so stopping it also stops its children (flow-run subprocesses)
     with open(log, "wb") as fh:
         return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    """terminate -> wait -> kill, for the whole process group of a process this test started."""
-    if proc is None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            pass
-        os.killpg(proc.pid, signal.SIGKILL)  # the leader if it ignored SIGTERM, or children left in its group
-    except ProcessLookupError:
-        pass
-    proc.wait(10)
 
 
 def _tail(log: Path, n: int = 40) -> str:
@@ -146,17 +115,18 @@ def test_deployment_runs_on_a_real_prefect_server(tmp_path: Path, data_root: Pat
     q42 = data_root / "wikidata-entities" / "qwikidata" / "wd_Q42.json"  # one real Special:EntityData document
     assert q42.is_file(), q42
     warehouse = tmp_path / "warehouse"
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     server_log, serve_log = tmp_path / "server.log", tmp_path / "serve.log"
     server = serve = None
     try:
         server = _start([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
-                         str(port), "--no-ui"], _env(PREFECT_HOME=str(tmp_path / "server-home")), server_log)
+                         str(port), "--no-ui"], prefect_free_env(PREFECT_HOME=str(tmp_path / "server-home")),
+                        server_log)
         _wait_healthy(api, server, server_log)
         # serve ONE deployment from the real prefect.yaml (weekly KB rebuild, its cron schedule included)
         serve = _start([sys.executable, "-m", "flows.serve", "--only", "weekly"],
-                       _env(PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "serve-home"),
+                       prefect_free_env(PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "serve-home"),
                             PREFECT_RUNNER_POLL_FREQUENCY="2", LINKEDQA_HOME=str(warehouse),
                             LINKEDQA_DATA=str(data_root)), serve_log)
         with temporary_settings(updates={PREFECT_API_URL: api}), get_client(sync_client=True) as client:
@@ -204,6 +174,6 @@ def test_deployment_runs_on_a_real_prefect_server(tmp_path: Path, data_root: Pat
         assert manifest["row_counts"]["entities"] >= 1
         assert (warehouse / "catalog.duckdb").is_file()
     finally:
-        _stop(serve)
-        _stop(server)
+        stop_group(serve)
+        stop_group(server)
     assert server.returncode is not None and serve.returncode is not None

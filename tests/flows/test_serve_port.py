@@ -20,7 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.flows.test_deployments import EXPECTED, ROOT, _env, _free_port, _stop, _tail
+from tests.flows.test_deployments import EXPECTED, ROOT, _tail
+from tests.procs import free_port, prefect_free_env, stop_group
 
 STAMP = ".venv/.linkedqa-installed"  # the Makefile's $(STAMP); `-o` keeps make serve from reinstalling the venv
 
@@ -84,12 +85,12 @@ def test_make_serve_ui_talks_to_the_api_on_its_own_port(tmp_path: Path):
     make = shutil.which("make")
     assert make, "make not found on PATH"
     assert (ROOT / ".venv" / "bin" / "prefect").is_file(), "no .venv at the repo root: run `make venv` first"
-    port = _free_port()
+    port = free_port()
     while port == 4200:  # the default would hide the bug
-        port = _free_port()
+        port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "make-serve.log"
-    env = {k: v for k, v in _env(LINKEDQA_HOME=str(tmp_path / "warehouse")).items()
+    env = {k: v for k, v in prefect_free_env(LINKEDQA_HOME=str(tmp_path / "warehouse")).items()
            if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # not a sub-make of a `make test`
     cmd = [make, "--no-print-directory", "-o", STAMP, "serve", f"PREFECT_PORT={port}"]
     proc = None
@@ -132,5 +133,5 @@ def test_make_serve_ui_talks_to_the_api_on_its_own_port(tmp_path: Path):
         assert f"prefect server (pid {server_pid}) stopped" in out, _tail(log)
         assert _gone(server_pid), f"prefect server {server_pid} still running after make serve exited"
     finally:
-        _stop(proc)
+        stop_group(proc)
         _stop_server(server_pid, port)

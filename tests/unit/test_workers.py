@@ -103,7 +103,6 @@ def test_the_kb_build_and_export_pools_start_their_workers_watched(monkeypatch) 
 
 
 _PROBE = textwrap.dedent("""
-    import sys
     from tasks.kb.pool import shard_pool, shutdown_pool, warm_pool
 
     if __name__ == "__main__":

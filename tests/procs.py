@@ -1,0 +1,39 @@
+"""Processes the tests and benchmarks start: a free loopback port, a user's shell, stopping a process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+
+
+def free_port() -> int:
+    """A loopback TCP port free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def prefect_free_env(**extra: str) -> dict[str, str]:
+    """This process's environment minus every ``PREFECT_*`` (a test session's API URL must not leak in),
+    analytics off (no network here), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", **extra)
+    return env
+
+
+def stop_group(proc: subprocess.Popen | None) -> None:
+    """terminate -> wait -> kill, for the whole process group of a process started with ``start_new_session``."""
+    if proc is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            pass
+        os.killpg(proc.pid, signal.SIGKILL)  # the leader if it ignored SIGTERM, or children left in its group
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
