@@ -16,8 +16,14 @@ process running ``prefect.server.api.server:create_app``, the command line of Pr
   before (a test, a script calling the CLI's ``main``), Prefect's own ``SubprocessASGIServer`` is started
   instead, with the same parent-death signal.
 
+* **Without flow-run heartbeats** (:func:`drop_flow_heartbeats`, once the server answers): a flow run sends a
+  heartbeat event every 180 s so that a lasting server can tell a crashed run (Prefect's zombie-flow automation),
+  and at its end it joins the heartbeat thread, which sleeps in 1-s steps: ~0.5 s per flow run on average, ~1 s
+  of ``linkedqa kb build``'s wall (two flow runs). This server stops with the command, so no one could act on
+  them.
+
 With ``PREFECT_API_URL`` already set (a real server, or the tests' harness), elsewhere than Linux, or off the main
-thread, nothing is started.
+thread, nothing is started and the heartbeats stay.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ class _Server:
         self.proc: subprocess.Popen | None = None
         self.url: str | None = None
         self.ready = False
+        self.settings: contextlib.ExitStack | None = None  # Prefect settings without heartbeats, once bound
 
     def spawn(self) -> None:
         port = _free_port()
@@ -171,13 +178,30 @@ def bind_ephemeral_server() -> str | None:
         RuntimeError: The server exited or did not answer within :data:`STARTUP_TIMEOUT_S`.
     """
     if _SERVER.proc is not None:
-        return _SERVER.wait()
-    if not _can_start():
+        url = _SERVER.wait()
+    elif not _can_start():
         return None
-    if "prefect" in sys.modules:  # too late for PREFECT_API_URL: Prefect's clients use its own singleton
-        return _bind_prefects_own_server()
-    spawn_ephemeral_server()
-    return _SERVER.wait()
+    elif "prefect" in sys.modules:  # too late for PREFECT_API_URL: Prefect's clients use its own singleton
+        url = _bind_prefects_own_server()
+    else:
+        spawn_ephemeral_server()
+        url = _SERVER.wait()
+    if _SERVER.settings is None:  # entered once, left open for the rest of the process
+        _SERVER.settings = contextlib.ExitStack()
+        _SERVER.settings.enter_context(drop_flow_heartbeats())
+    return url
+
+
+def drop_flow_heartbeats() -> contextlib.AbstractContextManager:
+    """Prefect settings, entered in this thread's context, under which flow runs send no heartbeats.
+
+    For an API server that lives only as long as this process (a command's temporary server, the tests'
+    harness): heartbeats let a lasting server mark a run whose process died as crashed, and each flow run's end
+    waits for the heartbeat thread's current 1-s sleep. Threads that Prefect starts copy the context.
+    """
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings  # heavy: prefect
+
+    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 @contextlib.contextmanager

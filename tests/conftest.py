@@ -65,11 +65,12 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory):
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.prefect_server import uvicorn_dies_with_this_process
+    from flows.prefect_server import drop_flow_heartbeats, uvicorn_dies_with_this_process
 
     with contextlib.ExitStack() as stack:
         with uvicorn_dies_with_this_process():  # a pytest killed by SIGTERM/SIGKILL takes its server along
             stack.enter_context(prefect_test_harness(server_startup_timeout=180))
+        stack.enter_context(drop_flow_heartbeats())  # as a command's own server: it ends with the session
         yield
 
 

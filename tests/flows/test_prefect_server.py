@@ -3,7 +3,8 @@
 The CLI spawns the server right after parsing (``flows.prefect_server.spawn_ephemeral_server``), so it boots
 while the command imports its flow; the command process points ``PREFECT_API_URL`` at it and never imports the
 server application itself. Here a real flow runs against it in a subprocess that is a user's shell (no
-``PREFECT_*`` of the test session), and the server is gone once the process exits.
+``PREFECT_*`` of the test session), without heartbeats (no one is left to read them), and the server is gone
+once the process exits. Against a server the user runs, the heartbeats stay.
 """
 
 from __future__ import annotations
@@ -24,15 +25,28 @@ from flows.prefect_server import bind_ephemeral_server, spawn_ephemeral_server
 spawn_ephemeral_server()
 url = os.environ["PREFECT_API_URL"]
 from prefect import flow  # imported after the spawn: Prefect's settings read the URL
+from prefect.settings import get_current_settings
 @flow
-def ping(x: int) -> int:
-    return x + 1
+def ping(x: int) -> tuple[int, int | None]:
+    return x + 1, get_current_settings().flows.heartbeat_frequency
 assert bind_ephemeral_server() == url
-assert ping(1) == 2
+n, beat = ping(1)
+assert n == 2 and beat is None, beat  # the flow run sends no heartbeats to a server that dies with it
 from prefect.client.orchestration import get_client
 with get_client(sync_client=True) as c:
     runs = c.read_flow_runs()
 print("URL", url, "RUNS", len(runs), "SERVER_IMPORTED", "prefect.server.api.server" in sys.modules, flush=True)
+'''
+
+USER_SERVER = r'''
+from flows.prefect_server import bind_ephemeral_server
+from prefect import flow
+from prefect.settings import get_current_settings
+@flow
+def beat() -> int | None:
+    return get_current_settings().flows.heartbeat_frequency
+assert bind_ephemeral_server() is None  # PREFECT_API_URL set: the user's server, nothing started
+print("HEARTBEAT", beat(), flush=True)
 '''
 
 
@@ -60,3 +74,13 @@ def test_spawned_server_serves_the_flow_and_dies_with_the_command(tmp_path: Path
     assert servers, "no uvicorn child was seen"
     _, alive = psutil.wait_procs(servers, timeout=10)
     assert not alive, "the temporary server outlived its command"
+
+
+def test_flows_keep_their_heartbeats_against_a_server_the_user_runs(tmp_path: Path, prefect_api: str):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_API_URL=prefect_api, PREFECT_LOGGING_LEVEL="CRITICAL")
+    out = subprocess.run([sys.executable, "-c", USER_SERVER], cwd=layout.REPO_ROOT, env=env, text=True,
+                         capture_output=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    beat = next(ln for ln in out.stdout.splitlines() if ln.startswith("HEARTBEAT ")).split()[1]
+    assert beat.isdigit() and int(beat) > 0  # Prefect's default (180 s): that server can act on them
