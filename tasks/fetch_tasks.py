@@ -11,11 +11,12 @@ from prefect import task
 
 from tasks.fetch.http import DownloadResult
 from tasks.fetch.sources import FetchedFile, download_wikidata_dump, download_wikipedia_dump, fetch_datasets
+from tasks.progress import say
 
 
 def _print_file(f: FetchedFile) -> None:
     note = f"  ({f.note})" if f.note else ""
-    print(f"  {f.action:<10} {f.file.path}  {f.size:,} bytes, sha256 ok{note}", flush=True)
+    say(f"  {f.action:<10} {f.file.path}  {f.size:,} bytes, sha256 ok{note}")
 
 
 @task(name="fetch_datasets")

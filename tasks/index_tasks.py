@@ -16,6 +16,7 @@ from prefect import get_run_logger, task
 from storage import layout
 from storage.done import is_done
 from tasks.kg import duckdb_store, oxigraph_store
+from tasks.progress import say
 from tasks.runs.config import RunPlan
 from tasks.runs.resolve import resolve_run
 from tasks.search.kb_indexes import SEARCH_KINDS, ensure_index
@@ -64,7 +65,7 @@ def build_index_task(kb_version: str, kind: str, root: str, workers: int = 1) ->
     res = build_kb_index(kb_version, kind, Path(root), workers)
     state = f"built in {res['seconds']:.1f}s" if res["built"] else "already built"
     line = f"  index {kind:<14} {state}  ({res['folder']})"
-    print(line, flush=True)
+    say(line)
     get_run_logger().debug(line)
     return res
 

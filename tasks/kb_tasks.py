@@ -16,6 +16,7 @@ from tasks.kb.merge import merge_and_publish
 from tasks.kb.plan import BuildPlan, InputSpec, plan_from_inputs
 from tasks.kb.pool import shard_pool
 from tasks.kb.stage import stage_shard
+from tasks.progress import say
 
 
 @task(name="plan_kb")
@@ -36,7 +37,7 @@ def stage_shard_task(version: str, spec: InputSpec, shard: Shard, root: str, wor
     rows = ", ".join(f"{t}={n:,}" for t, n in sorted(rec["rows"].items()))
     state = "already staged" if rec.get("skipped") else f"{rec['seconds']:.1f}s"
     line = f"  staged {Path(spec.path).name} [{shard.index + 1}/{shard.count}] {state}: {rows}"
-    print(line, flush=True)
+    say(line)
     get_run_logger().debug(line)
     return rec
 

@@ -269,12 +269,10 @@ class Progress:
         self._maybe_line(force_time_only=True)
 
     def _write(self, line: str) -> None:
-        with _WRITE_LOCK:
-            try:
-                self.stream.write(line + "\n")
-                self.stream.flush()
-            except (ValueError, OSError):  # stream closed (interpreter exit, captured stream gone)
-                pass
+        try:
+            say(line, self.stream)
+        except (ValueError, OSError):  # stream closed (interpreter exit, captured stream gone)
+            pass
 
     def _fmt_count(self, x: float | None) -> str:
         if x is None:
@@ -395,6 +393,21 @@ class _Heartbeat:
 
 
 _HEARTBEAT = _Heartbeat()
+
+
+def say(line: str, stream: IO[str] | None = None) -> None:
+    """Write ``line`` and its newline to ``stream`` (default stdout) in one call, flushed.
+
+    For the lines that tasks print while other threads, or shard worker processes sharing the stream, print
+    theirs. ``print`` writes the text and the newline in two calls and, with ``PYTHONUNBUFFERED`` (the Makefile
+    sets it), each is its own system call, so another line could land between them (``make demo``'s log had
+    ``claims=22,064[stage descriptions.en.tsv.gz ...`` on one line). One write of a line reaches a pipe whole
+    below ``PIPE_BUF`` (4 KiB); within this process the progress lines' lock orders them.
+    """
+    out = sys.stdout if stream is None else stream
+    with _WRITE_LOCK:
+        out.write(line + "\n")
+        out.flush()
 
 
 # ---------------------------------------------------------------------------------------- tty live display

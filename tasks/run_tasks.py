@@ -12,6 +12,7 @@ from storage import layout
 from storage.artifacts import ArtifactRef
 from storage.catalog import refresh_catalog
 from tasks.llm.types import EngineConfig
+from tasks.progress import say
 from tasks.runs.config import RunConfig, RunPlan
 from tasks.runs.execute import execute_shard, finalize_run, plan_run
 
@@ -50,7 +51,7 @@ def run_shard_task(plan: RunPlan, i: int, root: str, data_root: str, device: str
         os.environ["CUDA_VISIBLE_DEVICES"] = device
     load_api_key(plan.config)
     log = get_run_logger()
-    return execute_shard(plan, i, Path(root), Path(data_root), log=lambda m: (print(m, flush=True), log.debug(m)))
+    return execute_shard(plan, i, Path(root), Path(data_root), log=lambda m: (say(m), log.debug(m)))
 
 
 @task(name="finalize_run")

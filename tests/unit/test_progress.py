@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import io
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from storage import layout
 from tasks import progress as P
 from tasks.dumps.base import Shard, byte_shards, iter_lines
 from tasks.llm.types import ChatRequest, Completion
@@ -341,3 +345,52 @@ def test_worker_init_turns_live_bars_into_plain_lines(monkeypatch):
     assert P.resolve_mode(io.StringIO()) == "plain" and P.plain_interval() == 10
     P.worker_init("off")
     assert P.resolve_mode() == "off"
+
+
+# ------------------------------------------------------------------------------------------------ say()
+class _Syscalls(io.RawIOBase):
+    """A raw stream recording each write, as the file descriptor under an unbuffered stdout sees them."""
+
+    def __init__(self) -> None:
+        self.calls: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:  # noqa: ANN001 - the raw-IO protocol passes a buffer
+        self.calls.append(bytes(b))
+        return len(b)
+
+
+def test_say_writes_a_line_and_its_newline_in_one_call_where_print_makes_two():
+    raw = _Syscalls()
+    unbuffered = io.TextIOWrapper(raw, write_through=True)  # what PYTHONUNBUFFERED (the Makefile) makes of stdout
+    print("  staged x.json [1/2] 0.8s: claims=22,064", file=unbuffered, flush=True)
+    assert raw.calls == [b"  staged x.json [1/2] 0.8s: claims=22,064", b"\n"]  # another line could land between
+    raw.calls.clear()
+    P.say("  staged x.json [2/2] 0.8s: claims=22,064", unbuffered)
+    assert raw.calls == [b"  staged x.json [2/2] 0.8s: claims=22,064\n"]
+
+
+SAY_LINES = r'''
+import sys
+from tasks.progress import say
+tag = sys.argv[1]
+for i in range(20000):
+    say(f"{tag} {i:05d} " + tag * 60)
+'''
+
+
+def test_lines_said_by_two_unbuffered_processes_on_one_pipe_stay_whole():
+    r, w = os.pipe()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    procs = [subprocess.Popen([sys.executable, "-c", SAY_LINES, tag], cwd=layout.REPO_ROOT, env=env, stdout=w)
+             for tag in "AB"]
+    os.close(w)
+    with os.fdopen(r) as pipe:
+        lines = pipe.read().splitlines()
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert len(lines) == 40000
+    for tag in "AB":
+        mine = [ln for ln in lines if ln.startswith(tag + " ")]
+        assert mine == [f"{tag} {i:05d} " + tag * 60 for i in range(20000)]  # whole, in order
