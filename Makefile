@@ -18,7 +18,7 @@ TEST_WORKERS ?= 2
 .PHONY: venv demo test lint bench bench-scale report serve clean-warehouse help
 
 help:
-	@echo "make demo   - build the sample KB, prepare the embedded model, run ELA on 50 WebQSP-EL questions, print metrics"
+	@echo "make demo   - build the sample KB, prepare the embedded model, run search-recall on WebQSP-EL test and ELA on 20 of its questions, print metrics"
 	@echo "make test   - the full test suite (real data, real engines; no GPU)"
 	@echo "make bench  - speed benchmarks (tests/bench), printing ratios against in-run baselines"
 	@echo "make bench-scale - scale rehearsal (long, not in make bench): the real CLI on synthetic 1x/10x/30x dumps,"

@@ -51,7 +51,10 @@ NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def setup_env(verbose: bool = False) -> None:
-    """Point Prefect, vLLM, HF and caches inside LINKEDQA_HOME before they are imported."""
+    """Point Prefect's home and the vLLM and torch-inductor caches inside LINKEDQA_HOME before they are imported.
+
+    The Hugging Face cache stays the user's ``HF_HOME``, read offline (``tasks.llm.env``).
+    """
     home = Path(os.environ.get("LINKEDQA_HOME") or "warehouse").resolve()
     os.environ["LINKEDQA_HOME"] = str(home)
     prefect_home = Path(os.environ.setdefault("PREFECT_HOME", str(home / ".prefect")))

@@ -273,8 +273,39 @@ def make_targets() -> set[str]:
     return targets
 
 
+# ------------------------------------------------------------------------------------------------- deployments
+def _flow_name(entrypoint: str) -> str:
+    """The ``@flow(name=...)`` of ``path.py:function`` read from the source (the function's name without one)."""
+    path, func = entrypoint.split(":")
+    tree = ast.parse((ROOT / path).read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    for dec in fn.decorator_list:
+        if isinstance(dec, ast.Call) and getattr(dec.func, "id", None) == "flow":
+            for kw in dec.keywords:
+                if kw.arg == "name":
+                    return _static_str(kw.value, ROOT / path)
+    return func
+
+
+def deployments_table() -> str:
+    """Every deployment of ``prefect.yaml``: ``flow/name``, entrypoint, schedule, pool, parameters."""
+    import yaml  # heavy enough to keep out of the CLI sections
+
+    specs = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
+    rows = ["| deployment | flow (entrypoint) | schedule (UTC) | pool | parameters |", "|---|---|---|---|---|"]
+    for d in specs:
+        crons = [s["cron"] for s in d.get("schedules") or []]
+        params = yaml.safe_dump(d.get("parameters") or {}, default_flow_style=True, sort_keys=False,
+                                width=10**6).strip()[1:-1]
+        rows.append(f"| `{_flow_name(d['entrypoint'])}/{d['name']}` | `{d['entrypoint']}` | "
+                    f"{', '.join(f'`{c}`' for c in crons) or 'none (on demand)'} | {d['work_pool']['name']} | "
+                    f"{'`' + _md(params) + '`' if params else ''} |")
+    return "\n".join(rows)
+
+
 # ------------------------------------------------------------------------------------------------- driver
-SECTIONS: dict[str, Callable[[], str]] = {"methods": methods_table, "cli": cli_reference}
+SECTIONS: dict[str, Callable[[], str]] = {"methods": methods_table, "cli": cli_reference,
+                                              "deployments": deployments_table}
 
 
 def render(text: str) -> str:
