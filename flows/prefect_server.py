@@ -171,8 +171,8 @@ def bind_ephemeral_server() -> str | None:
     Spawns it first if :func:`spawn_ephemeral_server` did not.
 
     Returns:
-        The API URL, or ``None`` when nothing was started (``PREFECT_API_URL`` set by the user, not Linux, not
-        the main thread).
+        The API URL, or ``None`` when nothing was started (``PREFECT_API_URL`` set by the user, or, once Prefect
+        is imported, in its settings from a profile or ``prefect.toml``; not Linux; not the main thread).
 
     Raises:
         RuntimeError: The server exited or did not answer within :data:`STARTUP_TIMEOUT_S`.
@@ -182,14 +182,23 @@ def bind_ephemeral_server() -> str | None:
     elif not _can_start():
         return None
     elif "prefect" in sys.modules:  # too late for PREFECT_API_URL: Prefect's clients use its own singleton
+        if _configured_api_url():  # a profile, prefect.toml or the tests' harness names a server: the user's
+            return None
         url = _bind_prefects_own_server()
     else:
         spawn_ephemeral_server()
         url = _SERVER.wait()
-    if _SERVER.settings is None:  # entered once, left open for the rest of the process
-        _SERVER.settings = contextlib.ExitStack()
+    if _SERVER.settings is None and threading.current_thread() is threading.main_thread():
+        _SERVER.settings = contextlib.ExitStack()  # entered once, in the main thread's context, never left
         _SERVER.settings.enter_context(drop_flow_heartbeats())
     return url
+
+
+def _configured_api_url() -> str | None:
+    """The API URL Prefect's settings hold in this process (which imported Prefect), from any source."""
+    from prefect.settings import PREFECT_API_URL  # heavy: prefect (already imported when this is called)
+
+    return PREFECT_API_URL.value()
 
 
 def drop_flow_heartbeats() -> contextlib.AbstractContextManager:

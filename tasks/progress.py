@@ -405,6 +405,8 @@ def say(line: str, stream: IO[str] | None = None) -> None:
     below ``PIPE_BUF`` (4 KiB); within this process the progress lines' lock orders them.
     """
     out = sys.stdout if stream is None else stream
+    if out is None:  # no stdout at all (pythonw, a closed descriptor): print() writes nothing either
+        return
     with _WRITE_LOCK:
         out.write(line + "\n")
         out.flush()

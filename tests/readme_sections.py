@@ -278,13 +278,17 @@ def _flow_name(entrypoint: str) -> str:
     """The ``@flow(name=...)`` of ``path.py:function`` read from the source (the function's name without one)."""
     path, func = entrypoint.split(":")
     tree = ast.parse((ROOT / path).read_text())
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == func),
+              None)
+    if fn is None:
+        raise ValueError(f"prefect.yaml entrypoint {entrypoint}: no function {func} in {path}")
     for dec in fn.decorator_list:
-        if isinstance(dec, ast.Call) and getattr(dec.func, "id", None) == "flow":
+        name = getattr(getattr(dec, "func", None), "id", None) or getattr(getattr(dec, "func", None), "attr", None)
+        if isinstance(dec, ast.Call) and name == "flow":
             for kw in dec.keywords:
                 if kw.arg == "name":
                     return _static_str(kw.value, ROOT / path)
-    return func
+    return func.replace("_", "-")  # Prefect's default flow name
 
 
 def deployments_table() -> str:
@@ -292,14 +296,18 @@ def deployments_table() -> str:
     import yaml  # heavy enough to keep out of the CLI sections
 
     specs = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
-    rows = ["| deployment | flow (entrypoint) | schedule (UTC) | pool | parameters |", "|---|---|---|---|---|"]
+    rows = ["| deployment | flow (entrypoint) | schedule (UTC unless noted) | pool | parameters |",
+            "|---|---|---|---|---|"]
     for d in specs:
-        crons = [s["cron"] for s in d.get("schedules") or []]
+        when = [(f"`{v}`" if k == "cron" else f"`{k} {v}`")
+                + ("" if sch.get("timezone", "UTC") == "UTC" else f" ({sch['timezone']})")
+                for sch in d.get("schedules") or [] for k, v in sch.items() if k in ("cron", "interval", "rrule")]
         params = yaml.safe_dump(d.get("parameters") or {}, default_flow_style=True, sort_keys=False,
                                 width=10**6).strip()[1:-1]
+        pool = (d.get("work_pool") or {}).get("name") or "-"
+        code = params.replace("|", r"\|")  # a code span: only the table's pipe needs escaping
         rows.append(f"| `{_flow_name(d['entrypoint'])}/{d['name']}` | `{d['entrypoint']}` | "
-                    f"{', '.join(f'`{c}`' for c in crons) or 'none (on demand)'} | {d['work_pool']['name']} | "
-                    f"{'`' + _md(params) + '`' if params else ''} |")
+                    f"{', '.join(when) or 'none (on demand)'} | {pool} | {'`' + code + '`' if params else ''} |")
     return "\n".join(rows)
 
 

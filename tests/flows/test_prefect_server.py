@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 
+from flows.prefect_server import bind_ephemeral_server
 from storage import layout
 
 SCRIPT = r'''
@@ -84,3 +85,17 @@ def test_flows_keep_their_heartbeats_against_a_server_the_user_runs(tmp_path: Pa
     assert out.returncode == 0, out.stderr[-3000:]
     beat = next(ln for ln in out.stdout.splitlines() if ln.startswith("HEARTBEAT ")).split()[1]
     assert beat.isdigit() and int(beat) > 0  # Prefect's default (180 s): that server can act on them
+
+
+def test_a_process_that_imported_prefect_uses_the_server_its_settings_name(prefect_harness, monkeypatch):
+    """No ``PREFECT_API_URL`` in the environment, but Prefect's settings name a server (here the session's
+    harness; for a user, a profile or ``prefect.toml``): that server is used and nothing is started (before,
+    Prefect's own temporary server was started beside it, unused, and heartbeats were dropped)."""
+    from prefect.settings import PREFECT_API_URL
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    assert PREFECT_API_URL.value()
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    assert bind_ephemeral_server() is None
+    started = [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
+    assert not [c for c in started if "uvicorn" in " ".join(c.cmdline())]
