@@ -13,8 +13,9 @@ process running ``prefect.server.api.server:create_app``, the command line of Pr
   and the command process never imports ``prefect.server.api.server`` (another ~5 s) because Prefect's clients
   find the server through ``PREFECT_API_URL``, set in this process before Prefect is imported.
   :func:`bind_ephemeral_server` then waits until it answers ``/api/health``. In a process that imported Prefect
-  before (a test, a script calling the CLI's ``main``), Prefect's own ``SubprocessASGIServer`` is started
-  instead, with the same parent-death signal.
+  before (a test, a script calling the CLI's ``main``), the server its settings name (a profile,
+  ``prefect.toml``, the tests' harness) is used; without one, Prefect's own ``SubprocessASGIServer`` is
+  started instead, with the same parent-death signal.
 
 * **Without flow-run heartbeats** (:func:`drop_flow_heartbeats`, once the server answers): a flow run sends a
   heartbeat event every 180 s so that a lasting server can tell a crashed run (Prefect's zombie-flow automation),
