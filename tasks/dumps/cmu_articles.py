@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tasks.dumps.base import Shard, TableRow, reject
+from tasks.dumps.base import Shard, TableRow, open_text_stream, reject
 from tasks.dumps.wikipedia_xml import passages
 
 STAGE = "cmu-articles"
@@ -39,7 +39,8 @@ def cmu_records(path: Path, b: Any = None) -> Iterator[tuple[int, list[str]]]:
     """
     if not path.is_file():
         raise FileNotFoundError(f"required input file not found: {path}")
-    raw = path.read_bytes()
+    with open_text_stream(path) as fh:  # counted by a KB build's progress line (it read 0 B of the file before)
+        raw = fh.read()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -265,6 +265,24 @@ def _one_gguf_parse() -> contextlib.AbstractContextManager[None]:
     return _swapped("gguf", "GGUFReader", wrap)
 
 
+@contextlib.contextmanager
+def _no_transformers_bars() -> Iterator[None]:
+    """Within the block, transformers' own tqdm bars ("Loading weights", "Writing model shards") are off.
+
+    The conversion's phases report the same steps; the tqdm bars, written to stderr with carriage returns, ran
+    into the phases' lines in a log (``make demo``: ``Writing model shards: 0%| | 0/1 ...[prepare model ...``).
+    """
+    from transformers.utils import logging as hf_logging  # heavy: transformers
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def convert_gguf(gguf: Path, out_dir: Path) -> dict[str, float]:
     """Convert a GGUF file to HF safetensors (bf16) with transformers.
 
@@ -286,15 +304,16 @@ def convert_gguf(gguf: Path, out_dir: Path) -> dict[str, float]:
 
     t1 = time.perf_counter()
     d, f = str(gguf.parent), gguf.name
-    with phase(f"{label}: load tokenizer + model from GGUF"), _tensor_progress(label), _one_gguf_parse():
-        tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
-        model = AutoModelForCausalLM.from_pretrained(
-            d, gguf_file=f, dtype=torch.bfloat16, quantization_config=GgufConfig(gguf_file=f, dequantize=True)
-        )
-    t2 = time.perf_counter()
-    with phase(f"{label}: save safetensors -> {out_dir.name}"):
-        model.save_pretrained(out_dir)
-        tok.save_pretrained(out_dir)
+    with _no_transformers_bars():
+        with phase(f"{label}: load tokenizer + model from GGUF"), _tensor_progress(label), _one_gguf_parse():
+            tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
+            model = AutoModelForCausalLM.from_pretrained(
+                d, gguf_file=f, dtype=torch.bfloat16, quantization_config=GgufConfig(gguf_file=f, dequantize=True)
+            )
+        t2 = time.perf_counter()
+        with phase(f"{label}: save safetensors -> {out_dir.name}"):
+            model.save_pretrained(out_dir)
+            tok.save_pretrained(out_dir)
     cfg = out_dir / "config.json"
     conf = json.loads(cfg.read_text())
     if "quantization_config" in conf:  # vLLM would try to load a GGUF quantisation it does not have

@@ -37,7 +37,7 @@ from typing import Any
 from tasks.llm.env import configure_runtime_env, resolve_dtype
 from tasks.llm.models import model_label, resolve_model
 from tasks.llm.types import ChatRequest, Completion, EngineConfig
-from tasks.progress import vllm_tqdm
+from tasks.progress import resolve_mode, vllm_tqdm
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,9 @@ def _start_engine(engine: EngineConfig, models_root: Path | None, extra: dict[st
     from vllm.platforms import current_platform  # heavy: vllm
 
     is_cpu = bool(current_platform.is_cpu())
-    kw = engine_kwargs(engine, model_path, is_cpu) | extra
+    # vLLM's per-shard weight-loading bar: on a terminal only. In a log (plain progress) its tqdm lines, written
+    # to stderr with carriage returns, ran into the command's own progress lines; the engine start is one phase.
+    kw = {"use_tqdm_on_load": resolve_mode() == "tty"} | engine_kwargs(engine, model_path, is_cpu) | extra
     try:
         llm = LLM(**kw)
     except Exception as e:

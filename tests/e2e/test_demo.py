@@ -40,6 +40,14 @@ def test_demo_runs_through_the_real_cli(tmp_path: Path, embedded_models_root: Pa
     for cmd in ("linkedqa kb build --sample", "linkedqa models prepare", "linkedqa run search-recall",
                 "linkedqa run ela --dataset webqsp-el --split test --limit 1 --shards 1"):
         assert cmd in out
+    # every staged input's last progress line reached its total (the CMU articles once ended at "0 B/84.2 KiB
+    # 0%"), and no line holds the end of another (a worker's line once landed between a line and its newline)
+    lines = out.splitlines()
+    done = [ln for ln in lines if ln.startswith("[stage ") and "] done: " in ln and "%" in ln]
+    assert len(done) > 20 and [ln for ln in done if " 100% " not in ln] == []
+    assert [ln for ln in lines if "[stage " in ln[1:]] == []
+    # vLLM's weight-loading tqdm bar stays off in a log (the engine start is one of our phases)
+    assert "Loading safetensors checkpoint shards" not in proc.stderr and "[start the vLLM engine" in out
     # the last screen: metrics read back from storage, where they are, how to look at them
     assert "demo results" in out and "recall@50" in out and "accuracy" in out
     run_ids = re.search(r"run ids (\S+), (\S+)", out).groups()

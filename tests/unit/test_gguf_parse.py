@@ -80,3 +80,19 @@ def test_transformers_looks_the_reader_up_at_call_time():
 
     src = inspect.getsource(load_gguf_checkpoint)
     assert "from gguf import GGUFReader" in src and "GGUFReader(gguf_checkpoint_path)" in src
+
+
+def test_transformers_bars_are_off_within_the_conversion_and_restored_after():
+    """The conversion's phases report loading and saving; transformers' own tqdm bars would run into their lines
+    in a log. A caller that had turned them off keeps them off."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    try:
+        for before in (True, False):
+            (hf_logging.enable_progress_bar if before else hf_logging.disable_progress_bar)()
+            with models._no_transformers_bars():
+                assert not hf_logging.is_progress_bar_enabled()
+            assert hf_logging.is_progress_bar_enabled() is before
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
