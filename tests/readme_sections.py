@@ -295,13 +295,13 @@ def deployments_table() -> str:
     """Every deployment of ``prefect.yaml``: ``flow/name``, entrypoint, schedule, pool, parameters."""
     import yaml  # heavy enough to keep out of the CLI sections
 
-    specs = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
+    from flows.serve import load_deployment_specs  # what make serve reads; cron schedules only (schedules_of)
+
     rows = ["| deployment | flow (entrypoint) | schedule (UTC unless noted) | pool | parameters |",
             "|---|---|---|---|---|"]
-    for d in specs:
-        when = [(f"`{v}`" if k == "cron" else f"`{k} {v}`")
-                + ("" if sch.get("timezone", "UTC") == "UTC" else f" ({sch['timezone']})")
-                for sch in d.get("schedules") or [] for k, v in sch.items() if k in ("cron", "interval", "rrule")]
+    for d in load_deployment_specs():
+        when = [f"`{sch['cron']}`" + ("" if sch.get("timezone", "UTC") == "UTC" else f" ({sch['timezone']})")
+                for sch in d.get("schedules") or []]
         params = yaml.safe_dump(d.get("parameters") or {}, default_flow_style=True, sort_keys=False,
                                 width=10**6).strip()[1:-1]
         pool = (d.get("work_pool") or {}).get("name") or "-"
