@@ -69,8 +69,13 @@ class MirrorServer(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
     def requests_for(self, path: str) -> list[dict]:
+        """The requests for `path`, each once its handler has finished: a client can read the last byte
+        and return before the handler thread records what it sent (CI saw `sent` 0 for a full body)."""
         with self.lock:
-            return [e for e in self.log if e["path"] == path]
+            entries = [e for e in self.log if e["path"] == path]
+        for e in entries:
+            assert e["done"].wait(10), f"the mirror's handler for {e['path']} did not finish"
+        return entries
 
 
 class MirrorHandler(BaseHTTPRequestHandler):
@@ -81,9 +86,16 @@ class MirrorHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = unquote(urlsplit(self.path).path)
-        entry = {"path": path, "range": self.headers.get("Range"), "status": None, "sent": 0}
+        entry = {"path": path, "range": self.headers.get("Range"), "status": None, "sent": 0,
+                 "done": threading.Event()}
         with self.server.lock:
             self.server.log.append(entry)
+        try:
+            self._get(path, entry)
+        finally:
+            entry["done"].set()
+
+    def _get(self, path: str, entry: dict) -> None:
         fs = (self.server.root / path.lstrip("/")).resolve()
         if not fs.is_relative_to(self.server.root.resolve()) or not fs.exists():
             return self._plain(entry, 404, b"not found\n")
