@@ -7,12 +7,22 @@ import signal
 import socket
 import subprocess
 
+import psutil
+
 
 def free_port() -> int:
     """A loopback TCP port free right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def cmdline(proc: psutil.Process) -> str:
+    """A process's command line as one string; "" for one that exited (or turned zombie) while it was read."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
 
 
 def prefect_free_env(**extra: str) -> dict[str, str]:

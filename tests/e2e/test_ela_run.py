@@ -28,6 +28,7 @@ import pytest
 from storage import layout
 from storage.manifest import read_manifest
 from storage.parquet_io import part_files, read_table
+from tests.procs import cmdline
 
 pytestmark = pytest.mark.llm
 
@@ -138,7 +139,7 @@ def test_ela_stopped_mid_llm_step_then_resumed_and_replayed(run_env, embedded_ll
         time.sleep(3)  # the second shard's first LLM step is now running in the shard thread
         assert proc.poll() is None, log.read_text()[-3000:]
         children = psutil.Process(proc.pid).children(recursive=True)
-        assert any("uvicorn" in " ".join(c.cmdline()) for c in children), "the CLI's ephemeral Prefect server"
+        assert any("uvicorn" in cmdline(c) for c in children), "the CLI's ephemeral Prefect server"
         t0 = time.monotonic()
         proc.send_signal(sig)  # to the process only, as Prefect workers, Kubernetes and systemd send it
         rc = proc.wait(timeout=20)

@@ -20,7 +20,6 @@ import pytest
 from storage import layout
 from storage.manifest import read_manifest
 from storage.parquet_io import read_table
-from tasks.kg.oxigraph_server import free_port
 
 
 class _Endpoint(http.server.BaseHTTPRequestHandler):
@@ -69,7 +68,7 @@ def test_hanging_and_trickling_endpoint_become_item_timeouts(cli, data_root, tmp
     home = tmp_path / "warehouse"
     questions = load_questions(POPQA, None, tmp_path / "plain", data_root)[0][:4]  # plan order = id order
     _Endpoint.stuck = {questions[1]["question"]: "hang", questions[2]["question"]: "trickle"}
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Endpoint)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Endpoint)  # bound now: no port race
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     args = ["run", "closed-book", "--dataset", POPQA, "--limit", "4", "--backend", "openai", "--model", "m",

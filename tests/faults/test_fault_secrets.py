@@ -18,18 +18,20 @@ from faultkit import PLANTED_KEY, files_containing
 
 from storage import layout
 from storage.manifest import read_manifest
-from tasks.kg.oxigraph_server import free_port
 
 
 class _Endpoint(http.server.BaseHTTPRequestHandler):
     seen_auth: list[str] = []
     calls = 0
+    lock = threading.Lock()  # the client sends its requests at once: one handler thread each
 
     def do_POST(self):  # noqa: N802 - stdlib handler name
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).seen_auth.append(self.headers.get("Authorization", ""))
-        type(self).calls += 1
-        if type(self).calls == 1:
+        with type(self).lock:
+            type(self).seen_auth.append(self.headers.get("Authorization", ""))
+            type(self).calls += 1
+            first = type(self).calls == 1
+        if first:
             out = b"<html>502 upstream garbage"  # a malformed 200 answer: no retry, an item error
         else:
             out = json.dumps({"choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}],
@@ -49,7 +51,7 @@ def _run_against_endpoint(cli, home, extra_args=(), env=None) -> tuple[int, str]
     from tasks.datasets.entity_qa import POPQA
 
     _Endpoint.seen_auth, _Endpoint.calls = [], 0
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Endpoint)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Endpoint)  # bound now: no port race
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

@@ -25,6 +25,7 @@ from faultkit import INJECT, kb_args, leftovers, read_json, table_digest
 from storage import layout
 from storage.catalog import complete_kb_versions
 from storage.schemas import KB_TABLES
+from tests.procs import cmdline
 
 
 def _start(env: dict, log: Path, point: str, args: list[str]) -> subprocess.Popen:
@@ -50,7 +51,7 @@ def _stalled_with_own_server(proc: subprocess.Popen, log: Path) -> list[psutil.P
         assert time.monotonic() < deadline, "the build never reached its second staged shard"
         time.sleep(0.2)
     children = psutil.Process(proc.pid).children(recursive=True)
-    assert any("uvicorn" in " ".join(c.cmdline()) for c in children), "the command's Prefect server"
+    assert any("uvicorn" in cmdline(c) for c in children), "the command's Prefect server"
     return children
 
 

@@ -19,6 +19,7 @@ import psutil
 
 from flows.prefect_server import bind_ephemeral_server
 from storage import layout
+from tests.procs import cmdline
 
 SCRIPT = r'''
 import os, sys
@@ -60,7 +61,7 @@ def test_spawned_server_serves_the_flow_and_dies_with_the_command(tmp_path: Path
     try:
         servers = []
         while proc.poll() is None and not servers:  # the uvicorn child, to check it is gone afterwards
-            servers = [c for c in psutil.Process(proc.pid).children() if "uvicorn" in " ".join(c.cmdline())]
+            servers = [c for c in psutil.Process(proc.pid).children() if "uvicorn" in cmdline(c)]
             time.sleep(0.05)
         out, err = proc.communicate(timeout=240)
     finally:
@@ -98,4 +99,4 @@ def test_a_process_that_imported_prefect_uses_the_server_its_settings_name(prefe
     before = {c.pid for c in psutil.Process().children(recursive=True)}
     assert bind_ephemeral_server() is None
     started = [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
-    assert not [c for c in started if "uvicorn" in " ".join(c.cmdline())]
+    assert not [c for c in started if "uvicorn" in cmdline(c)]

@@ -88,11 +88,18 @@ def test_plain_bytes_eta_and_env_interval(no_heartbeat, monkeypatch):
 
 def test_heartbeat_writes_lines_while_no_update_arrives(monkeypatch):
     monkeypatch.setattr(P, "HEARTBEAT_S", 0.02)
+    # a heartbeat of its own: an earlier test's thread may still be in a 1-s sleep, and no second one would start
+    monkeypatch.setattr(P, "_HEARTBEAT", P._Heartbeat())
     buf = io.StringIO()
+
+    def beats() -> int:
+        return sum(1 for line in _lines(buf) if line.startswith("[blocked] 0/10 item 0%"))
+
     with P.progress("blocked", total=10, stream=buf, mode="plain", interval=0.1):
-        time.sleep(0.5)
-    lines = _lines(buf)
-    assert sum(1 for line in lines if line.startswith("[blocked] 0/10 item 0%")) >= 2, lines
+        deadline = time.monotonic() + 10
+        while beats() < 2 and time.monotonic() < deadline:  # ~0.2 s on a quiet machine
+            time.sleep(0.05)
+    assert beats() >= 2, _lines(buf)
 
 
 def test_phase_and_failure_lines(no_heartbeat):

@@ -107,7 +107,7 @@ def test_no_item_waits_for_another_items_completion():
     fast_done = max(t for t, text in backend.log if text.startswith("fast"))
     slow_done = max(t for t, text in backend.log if text.startswith("slow"))
     assert fast_done < slow_done  # all five fast steps ran while the slow call was in flight
-    assert wall < 1.2  # lockstep would take >= 0.6 s for the first step alone, then 4 more steps
+    assert wall < 10  # a hang guard only: the order above is the check (a bound near 0.6 s flaked under load)
 
 
 def test_lockstep_makes_the_fast_item_wait():
