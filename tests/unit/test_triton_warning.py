@@ -48,7 +48,13 @@ def test_torch_warns_without_triton_until_silenced(restore_level):
 def test_left_alone_where_triton_is_installed(restore_level, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: object() if name == "triton" else real(name, *a))
+                        lambda name, *a, **k: object() if name == "triton" else real(name, *a, **k))
     restore_level.setLevel(logging.NOTSET)
     assert vllm_backend.quiet_missing_triton() is False
     assert restore_level.level == logging.NOTSET
+
+
+def test_a_level_the_user_chose_is_kept(restore_level):
+    restore_level.setLevel(logging.DEBUG)  # as TORCH_LOGS="+torch._library.triton" sets it
+    assert vllm_backend.quiet_missing_triton() is False
+    assert restore_level.level == logging.DEBUG
