@@ -274,28 +274,12 @@ def make_targets() -> set[str]:
 
 
 # ------------------------------------------------------------------------------------------------- deployments
-def _flow_name(entrypoint: str) -> str:
-    """The ``@flow(name=...)`` of ``path.py:function`` read from the source (the function's name without one)."""
-    path, func = entrypoint.split(":")
-    tree = ast.parse((ROOT / path).read_text())
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == func),
-              None)
-    if fn is None:
-        raise ValueError(f"prefect.yaml entrypoint {entrypoint}: no function {func} in {path}")
-    for dec in fn.decorator_list:
-        name = getattr(getattr(dec, "func", None), "id", None) or getattr(getattr(dec, "func", None), "attr", None)
-        if isinstance(dec, ast.Call) and name == "flow":
-            for kw in dec.keywords:
-                if kw.arg == "name":
-                    return _static_str(kw.value, ROOT / path)
-    return func.replace("_", "-")  # Prefect's default flow name
-
-
 def deployments_table() -> str:
     """Every deployment of ``prefect.yaml``: ``flow/name``, entrypoint, schedule, pool, parameters."""
     import yaml  # heavy enough to keep out of the CLI sections
+    from prefect.flows import load_flow_from_entrypoint  # heavy: prefect (the flow names, as make serve reads them)
 
-    from flows.serve import load_deployment_specs  # what make serve reads; cron schedules only (schedules_of)
+    from flows.serve import load_deployment_specs, resolve_entrypoint  # cron schedules only (schedules_of)
 
     rows = ["| deployment | flow (entrypoint) | schedule (UTC unless noted) | pool | parameters |",
             "|---|---|---|---|---|"]
@@ -306,7 +290,8 @@ def deployments_table() -> str:
                                 width=10**6).strip()[1:-1]
         pool = (d.get("work_pool") or {}).get("name") or "-"
         code = params.replace("|", r"\|")  # a code span: only the table's pipe needs escaping
-        rows.append(f"| `{_flow_name(d['entrypoint'])}/{d['name']}` | `{d['entrypoint']}` | "
+        flow = load_flow_from_entrypoint(resolve_entrypoint(d["entrypoint"]), use_placeholder_flow=False)
+        rows.append(f"| `{flow.name}/{d['name']}` | `{d['entrypoint']}` | "
                     f"{', '.join(when) or 'none (on demand)'} | {pool} | {'`' + code + '`' if params else ''} |")
     return "\n".join(rows)
 

@@ -108,7 +108,7 @@ def test_sigkilled_command_takes_its_own_prefect_server_along(cli, data_root, tm
         proc.send_signal(signal.SIGKILL)  # the command's process only, as the OOM killer does
         assert proc.wait(timeout=15) == -signal.SIGKILL
         _, alive = psutil.wait_procs(children, timeout=15)
-        assert not alive, f"outlived their SIGKILLed command: {[' '.join(p.cmdline())[:120] for p in alive]}"
+        assert not alive, f"outlived their SIGKILLed command: {[cmdline(p)[:120] for p in alive]}"
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)

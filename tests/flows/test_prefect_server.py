@@ -19,7 +19,7 @@ import psutil
 
 from flows.prefect_server import bind_ephemeral_server
 from storage import layout
-from tests.procs import cmdline
+from tests.procs import cmdline, prefect_free_env
 
 SCRIPT = r'''
 import os, sys
@@ -53,9 +53,7 @@ print("HEARTBEAT", beat(), flush=True)
 
 
 def test_spawned_server_serves_the_flow_and_dies_with_the_command(tmp_path: Path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               PREFECT_LOGGING_LEVEL="CRITICAL")
+    env = prefect_free_env(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_LOGGING_LEVEL="CRITICAL")
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=layout.REPO_ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -79,8 +77,8 @@ def test_spawned_server_serves_the_flow_and_dies_with_the_command(tmp_path: Path
 
 
 def test_flows_keep_their_heartbeats_against_a_server_the_user_runs(tmp_path: Path, prefect_api: str):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_API_URL=prefect_api, PREFECT_LOGGING_LEVEL="CRITICAL")
+    env = prefect_free_env(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_API_URL=prefect_api,
+                           PREFECT_LOGGING_LEVEL="CRITICAL")
     out = subprocess.run([sys.executable, "-c", USER_SERVER], cwd=layout.REPO_ROOT, env=env, text=True,
                          capture_output=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
