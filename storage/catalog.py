@@ -156,16 +156,20 @@ def _empty_file(table: str, root: Path) -> Path:
     return path
 
 
-def complete_kb_versions(root: Path | None = None) -> list[tuple[str, dict]]:
-    """Published KB versions, oldest first, with their manifests."""
-    base = layout.kb_root(root)
+def _complete_under(base: Path) -> list[tuple[str, dict]]:
+    """(name, manifest) of the folders under ``base`` that have a manifest (are published), oldest first."""
     out = []
     if base.is_dir():
         for d in base.iterdir():
             m = read_manifest(d) if d.is_dir() else None
             if m is not None:
                 out.append((d.name, m))
-    return sorted(out, key=lambda vm: (vm[1].get("written_at", ""), vm[0]))
+    return sorted(out, key=lambda nm: (nm[1].get("written_at", ""), nm[0]))
+
+
+def complete_kb_versions(root: Path | None = None) -> list[tuple[str, dict]]:
+    """Published KB versions, oldest first, with their manifests."""
+    return _complete_under(layout.kb_root(root))
 
 
 def latest_kb_version(root: Path | None = None) -> str | None:
@@ -180,23 +184,13 @@ def complete_dataset_versions(root: Path | None = None) -> list[tuple[str, str, 
     out = []
     if base.is_dir():
         for ds in sorted(p for p in base.iterdir() if p.is_dir()):
-            for v in ds.iterdir():
-                m = read_manifest(v) if v.is_dir() else None
-                if m is not None:
-                    out.append((ds.name, v.name, m))
+            out.extend((ds.name, version, m) for version, m in _complete_under(ds))
     return sorted(out, key=lambda x: (x[2].get("written_at", ""), x[0], x[1]))
 
 
 def complete_runs(root: Path | None = None) -> list[tuple[str, dict]]:
     """Finished runs as (run_id, manifest), oldest first."""
-    base = layout.runs_root(root)
-    out = []
-    if base.is_dir():
-        for d in base.iterdir():
-            m = read_manifest(d) if d.is_dir() else None
-            if m is not None:
-                out.append((d.name, m))
-    return sorted(out, key=lambda x: (x[1].get("written_at", ""), x[0]))
+    return _complete_under(layout.runs_root(root))
 
 
 def _union_sql(table: str, sources: list[_Source], root: Path, tag_cols: tuple[str, ...]) -> str:

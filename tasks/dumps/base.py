@@ -178,6 +178,21 @@ def open_text_stream(path: Path) -> io.BufferedIOBase:
     return open(path, "rb")
 
 
+def read_whole(path: Path) -> bytes:
+    """The decompressed bytes of a whole file (plain, .gz, .bz2, .xz) read through :func:`open_text_stream`.
+
+    For the inputs that are one JSON document rather than lines (a property list, a labels map, one entity).
+
+    Raises:
+        DumpError: When the file cannot be read or decompressed (the file named, with the cause).
+    """
+    try:
+        with open_text_stream(path) as fh:
+            return fh.read()
+    except (EOFError, OSError) as exc:
+        raise DumpError(f"{path}: unreadable: {exc}") from exc
+
+
 def _open_counted(path: Path, counter: Any) -> io.BufferedIOBase:
     fh = io.BufferedReader(_CountingRaw(path, counter), buffer_size=_COUNTED_BUFFER)
     name = path.name.lower()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from tasks.dumps.base import DumpError, TableRow, open_text_stream, reject
+from tasks.dumps.base import DumpError, TableRow, read_whole, reject
 
 STAGE = "properties_json"
 
@@ -44,11 +44,7 @@ def read_properties_json(path: Path | str, source: str | None = None) -> Iterato
         DumpError: When the file cannot be read, decompressed or decoded as JSON, or is not a JSON array.
     """
     path = Path(path)
-    try:
-        with open_text_stream(path) as fh:
-            data = fh.read()
-    except (EOFError, OSError) as exc:
-        raise DumpError(f"{path}: unreadable: {exc}") from exc
+    data = read_whole(path)
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

@@ -37,7 +37,7 @@ from urllib.parse import unquote
 
 import orjson
 
-from tasks.dumps.base import DumpError, Shard, TableRow, iter_lines, open_text_stream, reject
+from tasks.dumps.base import DumpError, Shard, TableRow, iter_lines, open_text_stream, read_whole, reject
 from tasks.dumps.wikidata_json import BadEntity, normalize_time
 
 _IS_ID = re.compile(r"[QP][1-9][0-9]*").fullmatch
@@ -515,11 +515,7 @@ def read_codex_json(path: Path | str, source: str | None = None,
 
 
 def _read_label_json(path: Path, src: str, en: bool = True) -> Iterator[TableRow]:
-    try:
-        with open_text_stream(path) as fh:
-            data = fh.read()
-    except (EOFError, OSError) as exc:
-        raise DumpError(f"{path}: unreadable: {exc}") from exc
+    data = read_whole(path)
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

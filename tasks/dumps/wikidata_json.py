@@ -46,7 +46,7 @@ from pathlib import Path
 
 import orjson
 
-from tasks.dumps.base import DumpError, RowBlock, Shard, TableRow, iter_lines, open_text_stream, reject
+from tasks.dumps.base import RowBlock, Shard, TableRow, iter_lines, read_whole, reject
 
 try:  # optional fast path (msgspec is in the pinned lock; the orjson path is the reference)
     import msgspec
@@ -571,11 +571,7 @@ def read_entity_file(path: Path | str, source: str | None = None,
     """
     path = Path(path)
     src = source or path.name
-    try:
-        with open_text_stream(path) as fh:
-            data = fh.read()
-    except (EOFError, OSError) as exc:
-        raise DumpError(f"{path}: unreadable: {exc}") from exc
+    data = read_whole(path)
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
