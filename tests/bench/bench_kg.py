@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -41,6 +42,12 @@ def _lookups(kg, qids: list[str], batch: int) -> tuple[float, dict]:
         for q in chunk:
             out[q] = (o[q], n[q])
     return time.perf_counter() - t0, out
+
+
+def _untyped(answer: tuple) -> tuple:
+    """One entity's (outgoing, incoming) facts without the datatype of string values."""
+    return tuple([replace(f, datatype=None) if f.object_qid is None and f.datatype not in ("time", "quantity")
+                   else f for f in facts] for facts in answer)
 
 
 def _rate(n: int, seconds: float) -> str:
@@ -226,6 +233,10 @@ def main() -> int:
             s_single, _ = _lookups(kg, qids, 1)
 
     same = sum(1 for q in qids if d_res[q] == s_res[q])
+    # SparqlKG derives a plain string's datatype from its property's declared type, DuckDBKG keeps the claim's
+    # (tasks/kg/sparql.py's docstring): in the sample, 119 claims of 25 properties are "string" on what the
+    # properties file declares "external-id" (older dump lines).
+    same_but_type = sum(1 for q in qids if d_res[q] != s_res[q] and _untyped(d_res[q]) == _untyped(s_res[q]))
     print(f"\n1-hop neighbourhood (outgoing + incoming, labels resolved), {n} entities:")
     print(f"  DuckDBKG  batched ({a.batch}/call)   {_rate(n, d_batched)}")
     print(f"  DuckDBKG  one call per entity    {_rate(n, d_single)}")
@@ -234,7 +245,8 @@ def main() -> int:
     print(f"  ratio DuckDB batched / SPARQL batched     = {s_batched / d_batched:6.1f}x")
     print(f"  ratio DuckDB batched / SPARQL per entity  = {s_single / d_batched:6.1f}x")
     print(f"  ratio DuckDB per entity / SPARQL per entity = {s_single / d_single:6.1f}x")
-    print(f"  identical answers from both backends: {same}/{n}")
+    print(f"  identical answers from both backends: {same}/{n}; {same_but_type} more differ only in the datatype "
+          "of string values (claim's vs property's declared type)")
     return 0
 
 
