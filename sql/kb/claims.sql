@@ -6,6 +6,7 @@
 -- 9.6 s for 13.9 M staged claims (the claims of 1 M entities, 2 GB memory limit, 2 cores), and it grew faster
 -- than linearly (kb build's merge: 4.8 s at 300k entities, 39.7 s at 1 M in make bench-scale). Same rows as the
 -- STRUCT form on the sample's staged claims from every source (tests/unit/test_kb_merge_rule.py).
+-- Read from stg_claims_paired: the staged claims with coordinate halves joined (sql/kb/stg_claims_paired.sql).
 SELECT
     subject,
     property,
@@ -14,5 +15,5 @@ SELECT
     substr(min(chr(48 + prio) || datatype), 2) AS datatype,
     substr(min(chr(48 + prio) || "rank"), 2) AS "rank",
     substr(min(chr(48 + prio) || source), 2) AS source
-FROM stg_claims
+FROM stg_claims_paired
 GROUP BY subject, property, object_qid, object_value

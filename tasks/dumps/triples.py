@@ -317,6 +317,14 @@ def _xsd_value(value: str, dtype: str) -> tuple[str, str]:
     return value, "string"
 
 
+# LitWD's numeric literals split a coordinate (P625 and the extreme points P1332-P1335, P5140) into
+# ``P625_Latitude`` and ``P625_Longtiude`` (sic) lines. Each half is staged with one of these datatypes (staging
+# only: no merged claim has them) and sql/kb/claims.sql joins the two halves of one subject, property and source
+# into one ``globe-coordinate`` claim ``"lat,lon"`` (the JSON dump's form), wherever the shards cut the file.
+COORDINATE_HALVES = {"Latitude": "coordinate-latitude", "Longtiude": "coordinate-longitude",
+                     "Longitude": "coordinate-longitude"}
+
+
 def read_triples(path: Path | str, shard: Shard = Shard(), source: str | None = None,
                  default_property: str = "P31") -> Iterator[TableRow]:
     """Stream a plain TSV triple file into ``claims`` rows (rank ``truthy``).
@@ -324,7 +332,9 @@ def read_triples(path: Path | str, shard: Shard = Shard(), source: str | None = 
     Three columns ``subject property object``: item objects give ``object_qid`` (datatype ``wikibase-item``,
     or ``wikibase-property`` for P ids); literal objects (``"v"^^<xsd:decimal>``, ``"v"@en``, ``"v"``) give
     ``object_value`` (``quantity``, ``time``, ``monolingualtext``, ``string``). A property written
-    ``P1082_Q199`` (LitWD numeric literals: property + unit) is read as ``P1082`` (the unit is dropped). Two
+    ``P1082_Q199`` (LitWD numeric literals: property + unit) is read as ``P1082`` (the unit is dropped); a
+    ``P625_Latitude``/``P625_Longtiude`` pair gives two coordinate halves (``COORDINATE_HALVES``), joined on
+    merge. Two
     columns ``subject object`` (LitWD ``entity_types.txt``) are ``default_property`` (P31) claims; P31 claims
     also yield partial ``entities`` rows with ``instance_of`` (consecutive lines of one subject merged).
 
@@ -356,10 +366,12 @@ def read_triples(path: Path | str, shard: Shard = Shard(), source: str | None = 
         if not line.strip():
             continue
         parts = line.split("\t")
+        half = None
         if len(parts) == 3:
             s, p, o = parts
             if "_" in p:
-                p = p.split("_", 1)[0]
+                p, suffix = p.split("_", 1)
+                half = COORDINATE_HALVES.get(suffix)
         elif len(parts) == 2:
             s, o = parts
             p = default_property
@@ -380,6 +392,8 @@ def read_triples(path: Path | str, shard: Shard = Shard(), source: str | None = 
                              lineno, "triples")
                 continue
             oq, (ov, dt) = None, lit
+            if half is not None and dt == "quantity":
+                dt = half  # one half of a coordinate: the KB merge joins the two (sql/kb/claims.sql)
         yield "claims", {"subject": s, "property": p, "object_qid": oq, "object_value": ov, "datatype": dt,
                          "rank": "truthy", "source": src}
         if p == "P31" and oq is not None and s[0] == "Q":

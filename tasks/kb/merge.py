@@ -79,6 +79,16 @@ def _register_staging(con: duckdb.DuckDBPyConnection, files: dict[str, list[tupl
     for table, items in files.items():
         tagged = [(f, {"prio": SOURCE_PRIORITY.get(src, 50), "_src": src}) for f, src in items]
         register_parquet_view(con, f"stg_{table}", tagged, table, root, empty_tags={"prio": 99, "_src": ""})
+    if "claims" in files:
+        pair_coordinate_halves(con)
+
+
+def pair_coordinate_halves(con: duckdb.DuckDBPyConnection) -> None:
+    """Make the view ``stg_claims_paired``: ``stg_claims`` with each coordinate's two halves joined into one claim.
+
+    ``sql/kb/claims.sql`` reads it; the rule is in ``sql/kb/stg_claims_paired.sql``.
+    """
+    con.execute(f"CREATE OR REPLACE TEMP VIEW stg_claims_paired AS {(SQL_KB / 'stg_claims_paired.sql').read_text()}")
 
 
 def _register_output(con: duckdb.DuckDBPyConnection, table: str, folder: Path, root: Path) -> None:

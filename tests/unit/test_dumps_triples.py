@@ -203,8 +203,13 @@ def test_numeric_literals_and_types(data_root: Path) -> None:
         value, dtype = r[2].split('"')[1], r[2].rsplit("#", 1)[1].rstrip(">")
         if dtype == "dateTime":
             assert c["datatype"] == "time" and c["object_value"] == value.split("T")[0]
+        elif r[1].endswith(("_Latitude", "_Longtiude")):  # one half of a coordinate, joined on merge
+            half = "coordinate-latitude" if r[1].endswith("_Latitude") else "coordinate-longitude"
+            assert c["datatype"] == half and float(c["object_value"]) == float(value)
         else:
             assert c["datatype"] == "quantity" and float(c["object_value"]) == float(value)
+    halves = collections.Counter(c["datatype"] for c in t["claims"] if c["datatype"].startswith("coordinate-"))
+    assert halves == {"coordinate-latitude": 700, "coordinate-longitude": 700}
 
     path = data_root / LITWD / "Entities/entity_types.txt"
     body = _tsv(path)

@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tasks.kb.merge import SQL_KB, _register_staging, _staged_files
+from tasks.kb.merge import SQL_KB, _register_staging, _staged_files, pair_coordinate_halves
 from tasks.kb.plan import BuildPlan, make_plan, sample_inputs
 from tasks.kb.stage import stage_shard
 
@@ -33,7 +33,7 @@ SELECT subject, property, object_qid, object_value,
     arg_min(datatype, (prio, datatype)) AS datatype,
     arg_min("rank", (prio, "rank")) AS "rank",
     arg_min(source, (prio, source)) AS source
-FROM stg_claims
+FROM stg_claims_paired
 GROUP BY subject, property, object_qid, object_value
 """
 
@@ -178,6 +178,59 @@ def test_claims_merge_equals_the_struct_rule_on_the_real_staged_claims(staged) -
     assert rows > 400_000 and only_ref == 0 and only_new == 0
 
 
+def test_coordinate_halves_become_one_globe_coordinate_claim(staged, data_root: Path) -> None:
+    """LitWD writes each coordinate as a ``P625_Latitude`` and a ``P625_Longtiude`` line (700 pairs over P625,
+    P1332-P1335 and P5140); the merge makes one ``globe-coordinate`` claim ``"lat,lon"`` of each pair, as the JSON
+    dump writes it, and no claim keeps a half's datatype or its bare number."""
+    con = _staging(staged)
+    lines = {}
+    for line in (data_root / "literallywikidata/LitWD1K/numeric_literals.txt").read_text("utf-8").splitlines():
+        s, p, o = line.split("\t")
+        pid, _, part = p.partition("_")
+        if part in ("Latitude", "Longtiude"):
+            lines.setdefault((s, pid), {})[part] = float(o.split('"')[1])
+    assert len(lines) == 700
+    con.execute(f"CREATE TEMP TABLE new AS {(SQL_KB / 'claims.sql').read_text()}")
+    coords: dict = {}
+    for s, p, value, source in con.sql("SELECT subject, property, object_value, source FROM new "
+                                       "WHERE datatype = 'globe-coordinate'").fetchall():
+        coords.setdefault((s, p), set()).add((tuple(float(x) for x in value.split(",")), source))
+    for (s, p), half in lines.items():
+        assert (half["Latitude"], half["Longtiude"]) in {c for c, _ in coords[s, p]}, (s, p)
+    # 52 of the pairs are the very string a JSON dump of the sample has for that claim: one claim, its richer source
+    from_litwd = sum(src == "literallywikidata" for values in coords.values() for _, src in values)
+    assert from_litwd == 648
+    assert con.sql("SELECT count(*) FROM new WHERE datatype LIKE 'coordinate-%' OR (source = 'literallywikidata' "
+                   "AND property = 'P625' AND datatype <> 'globe-coordinate')").fetchall()[0][0] == 0
+    q1007 = con.sql("SELECT object_value FROM new WHERE subject = 'Q1007' AND property = 'P625' "
+                    "AND source = 'literallywikidata'").fetchall()
+    assert q1007 == [("12,-15",)]
+    halves_rejected = con.sql(f"SELECT count(*) FROM ({(SQL_KB / 'rejects.sql').read_text()}) "
+                              "WHERE stage = 'merge'").fetchall()[0][0]
+    assert halves_rejected == 0
+
+
+def test_a_coordinate_half_without_its_pair_is_a_reject_not_a_claim() -> None:
+    """A half whose other half no shard staged (a cut file, a missing line) is listed in rejects and left out of
+    claims; a whole pair in the same view is joined, whatever the order of the rows."""
+    con = duckdb.connect()
+    con.execute("""CREATE TEMP TABLE stg_claims AS SELECT * FROM (VALUES
+        ('Q1', 'P625', NULL, '-15', 'coordinate-longitude', 'truthy', 'literallywikidata', 2),
+        ('Q1', 'P625', NULL, '12', 'coordinate-latitude', 'truthy', 'literallywikidata', 2),
+        ('Q2', 'P625', NULL, '48.5', 'coordinate-latitude', 'truthy', 'literallywikidata', 2)
+    ) AS t(subject, property, object_qid, object_value, datatype, "rank", source, prio)""")
+    con.execute("""CREATE TEMP TABLE stg_rejects AS SELECT * FROM (VALUES ('f', 1::BIGINT, 2::BIGINT, 'r', 's', 'x'))
+        AS t(source_file, "offset", line, reason, snippet, stage)""")
+    pair_coordinate_halves(con)
+    claims = con.sql((SQL_KB / "claims.sql").read_text()).fetchall()
+    assert claims == [("Q1", "P625", None, "12,-15", "globe-coordinate", "truthy", "literallywikidata")]
+    rejects = con.sql((SQL_KB / "rejects.sql").read_text()).fetchall()
+    assert sorted(rejects, key=str) == sorted([
+        ("f", 1, 2, "r", "s", "x"),
+        ("literallywikidata", None, None, "coordinate latitude without its other half", "Q2 P625 48.5", "merge"),
+    ], key=str)
+
+
 def test_entities_merge_equals_the_struct_rule_on_the_real_staged_entities(staged) -> None:
     """The entities named by every real sample input (dumps, entity files, KGTK, LiteralWD, CoDEx, properties,
     title map); ``entities.sql`` (with the merged aliases and claims it joins) gives exactly the rows of the
@@ -247,6 +300,7 @@ def test_claims_merge_rule_on_nulls_and_priorities_beyond_ascii() -> None:
         ('Q1', 'P3', NULL, 'x', NULL, 'truthy', 'mid', 90),
         ('Q2', 'P1', NULL, NULL, NULL, NULL, 'only', 50)
     ) AS t(subject, property, object_qid, object_value, datatype, "rank", source, prio)""")
+    pair_coordinate_halves(con)
     rows, only_ref, only_new = _same_rows(con)
     assert (rows, only_ref, only_new) == (4, 0, 0)
     got = con.sql("SELECT property, datatype, \"rank\", source FROM new WHERE subject = 'Q1' ORDER BY 1").fetchall()
