@@ -319,8 +319,9 @@ def _xsd_value(value: str, dtype: str) -> tuple[str, str]:
 
 # LitWD's numeric literals split a coordinate (P625 and the extreme points P1332-P1335, P5140) into
 # ``P625_Latitude`` and ``P625_Longtiude`` (sic) lines. Each half is staged with one of these datatypes (staging
-# only: no merged claim has them) and sql/kb/claims.sql joins the two halves of one subject, property and source
-# into one ``globe-coordinate`` claim ``"lat,lon"`` (the JSON dump's form), wherever the shards cut the file.
+# only: no merged claim has them) and sql/kb/stg_claims_paired.sql joins the two halves of one subject, property
+# and source into one ``globe-coordinate`` claim ``"lat,lon"`` (the JSON dump's form), wherever the shards cut the
+# file.
 COORDINATE_HALVES = {"Latitude": "coordinate-latitude", "Longtiude": "coordinate-longitude",
                      "Longitude": "coordinate-longitude"}
 
@@ -393,7 +394,7 @@ def read_triples(path: Path | str, shard: Shard = Shard(), source: str | None = 
                 continue
             oq, (ov, dt) = None, lit
             if half is not None and dt == "quantity":
-                dt = half  # one half of a coordinate: the KB merge joins the two (sql/kb/claims.sql)
+                dt = half  # one half of a coordinate: the KB merge joins the two (sql/kb/stg_claims_paired.sql)
         yield "claims", {"subject": s, "property": p, "object_qid": oq, "object_value": ov, "datatype": dt,
                          "rank": "truthy", "source": src}
         if p == "P31" and oq is not None and s[0] == "Q":

@@ -86,9 +86,11 @@ def _register_staging(con: duckdb.DuckDBPyConnection, files: dict[str, list[tupl
 def pair_coordinate_halves(con: duckdb.DuckDBPyConnection) -> None:
     """Make the view ``stg_claims_paired``: ``stg_claims`` with each coordinate's two halves joined into one claim.
 
-    ``sql/kb/claims.sql`` reads it; the rule is in ``sql/kb/stg_claims_paired.sql``.
+    ``sql/kb/claims.sql`` reads it; the halves are the view ``stg_coordinate_halves``, whose lone halves
+    ``sql/kb/rejects.sql`` lists (the rules: ``sql/kb/stg_coordinate_halves.sql``, ``sql/kb/stg_claims_paired.sql``).
     """
-    con.execute(f"CREATE OR REPLACE TEMP VIEW stg_claims_paired AS {(SQL_KB / 'stg_claims_paired.sql').read_text()}")
+    for view in ("stg_coordinate_halves", "stg_claims_paired"):
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {(SQL_KB / f'{view}.sql').read_text()}")
 
 
 def _register_output(con: duckdb.DuckDBPyConnection, table: str, folder: Path, root: Path) -> None:
