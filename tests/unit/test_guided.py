@@ -186,12 +186,12 @@ def test_kgqa_guided_json_schemas_follow_the_prompts_fields():
     assert parse_qa('{"reason": "r", "answers": ["Paris"], "answers_datatype": "string"')["answers"] == ["Paris"]
 
 
-def test_closed_book_kgqa_reads_guided_from_qa_settings():
+def test_closed_book_kgqa_reads_guided_from_its_settings():
     from tasks.methods.kgqa.agents import Prompter
-    from tasks.methods.qa.method import QASettings
+    from tasks.methods.qa.method import ClosedBookSettings
 
-    assert Prompter(QASettings(guided=True)).qa("q", []).sampling.json_schema is not None
-    assert Prompter(QASettings()).qa("q", []).sampling.json_schema is None
+    assert Prompter(ClosedBookSettings(guided=True).kgqa()).qa("q", []).sampling.json_schema is not None
+    assert Prompter(ClosedBookSettings().kgqa()).qa("q", []).sampling.json_schema is None
 
 
 # ------------------------------------------------------------------------------------------------ AnchorRAG / ToG
@@ -219,3 +219,23 @@ def test_yes_no_choice_only_on_yes_no_datasets():
     assert _sampling(QASettings(guided=True), "yesno").choice == ("yes", "no")
     assert _sampling(QASettings(guided=True), "qa").choice is None
     assert _sampling(QASettings(), "yesno").choice is None
+
+
+def test_closed_book_declares_the_kgqa_options_it_uses_on_kgqa_datasets():
+    """closed-book's settings carry the KGQA options its KGQA branch reads, with KGQA's defaults; its own QA
+    defaults (``max_tokens=0``, ``cot`` unset) map to KGQA's, and a key neither family has is refused."""
+    from tasks.methods.base import UnknownSetting
+    from tasks.methods.kgqa.settings import KgqaSettings
+    from tasks.methods.qa.method import ClosedBookMethod, ClosedBookSettings
+
+    kg = ClosedBookSettings().kgqa()
+    defaults = KgqaSettings()
+    assert kg == defaults.model_copy(update={"max_tokens_step": min(defaults.max_tokens, defaults.max_tokens_step)})
+    custom = ClosedBookMethod.parse_settings({"link_search_k": "0", "max_tokens": "64", "cot": "false",
+                                               "kg": "sparql", "endpoint": "http://127.0.0.1:1/q"}).kgqa()
+    assert (custom.link_search_k, custom.max_tokens, custom.max_tokens_step, custom.cot, custom.kg) == (
+        0, 64, 64, False, "sparql")
+    with pytest.raises(UnknownSetting, match="unknown --set key"):
+        ClosedBookMethod.parse_settings({"max_depth": "2"})
+    with pytest.raises(UnknownSetting, match="on a KGQA dataset"):
+        ClosedBookSettings(max_tokens=8).kgqa()

@@ -68,7 +68,7 @@ from tasks.methods.anchorrag.parsing import (
     parse_relation_scores,
     parse_sufficient,
 )
-from tasks.methods.anchorrag.settings import AnchorRagSettings, TogSettings, _KgSettings
+from tasks.methods.anchorrag.settings import AnchorRagSettings, CotSettings, OpenWorldKgSettings, TogSettings
 from tasks.methods.kg_context import approx_tokens
 from tasks.methods.prompt_files import PromptFolder
 from tasks.methods.runtime import AgentError, AgentFn, ItemContext, LLMCall, ToolCall
@@ -104,19 +104,20 @@ def keywords_regex(max_keywords: int) -> str:
 class Prompts:
     """Builds each step's request from the prompt texts and the sampling settings."""
 
-    def __init__(self, s: Any):
-        """Read sampling options from settings (any object with ``max_tokens``, ``temperature``, ``seed``)."""
+    def __init__(self, s: OpenWorldKgSettings | CotSettings):
+        """Read the sampling options (``cot`` has no step bound, no triples and no guided keywords)."""
         self.p = prompts()
-        steps = int(getattr(s, "max_tokens_step", s.max_tokens))
+        kg = s if isinstance(s, OpenWorldKgSettings) else None
+        steps = kg.max_tokens_step if kg else s.max_tokens
         self.step = SamplingConfig(temperature=s.temperature, max_tokens=steps, stop=STOP_STEP, seed=s.seed)
         self.keywords_sampling = SamplingConfig(temperature=s.temperature, max_tokens=min(steps, 64),
                                                 stop=("\n",), seed=s.seed)
         self.final = SamplingConfig(temperature=s.temperature, max_tokens=s.max_tokens, stop=STOP_ANSWER,
                                     seed=s.seed)
-        self.max_triples = int(getattr(s, "max_triples", 60))
-        if getattr(s, "guided", False):
+        self.max_triples = kg.max_triples if kg else OpenWorldKgSettings.model_fields["max_triples"].default
+        if kg and kg.guided:
             self.keywords_sampling = self.keywords_sampling.model_copy(
-                update={"regex": keywords_regex(int(getattr(s, "max_keywords", 6)))})
+                update={"regex": keywords_regex(kg.max_keywords)})
 
     def _req(self, text: str, sampling: SamplingConfig) -> LLMCall:
         return LLMCall(ChatRequest(messages=[{"role": "user", "content": text}], sampling=sampling))
@@ -208,7 +209,7 @@ def _relations_by_entity(result: dict, qids: list[str]) -> dict[str, list]:
     return {q: rels.get(q, []) for q in qids}
 
 
-def prune_round(p: Prompts, question: str, agents: list[Retriever], b: int, s: _KgSettings,
+def prune_round(p: Prompts, question: str, agents: list[Retriever], b: int, s: OpenWorldKgSettings,
                 use_filter: bool, ictx: ItemContext) -> Generator[Any, Any, int]:
     """One AnchorRAG retrieval round for every active agent (relation -> entity pruning -> triple filtering).
 

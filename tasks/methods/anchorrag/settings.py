@@ -2,8 +2,8 @@
 
 Paper: Xu et al. (../shared/papers/anchorrag-open-world-kgqa.md): defaults from §4.2 (depth L = 3, width b = 3,
 m = 3 anchors, k = 5 relations in the grounding score); ``grounding`` and ``filter`` switch off the ablations'
-components (§4.6). ``_KgSettings`` holds the options ``anchorrag`` and ``tog`` share (KG backend, retrieval bounds,
-sampling); ``AnchorRagSettings``, ``TogSettings`` and ``CotSettings`` are each method's own.
+components (§4.6). ``OpenWorldKgSettings`` holds the options ``anchorrag`` and ``tog`` share (KG backend,
+retrieval bounds, sampling); ``AnchorRagSettings``, ``TogSettings`` and ``CotSettings`` are each method's own.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pydantic import model_validator
 from tasks.methods.base import MethodSettings
 
 
-class _KgSettings(MethodSettings):
+class OpenWorldKgSettings(MethodSettings):
     """Options shared by ``anchorrag`` and ``tog``.
 
     Attributes:
@@ -55,7 +55,7 @@ class _KgSettings(MethodSettings):
     guided: bool = False
 
     @model_validator(mode="after")
-    def _check(self) -> _KgSettings:
+    def _check(self) -> OpenWorldKgSettings:
         if self.kg == "sparql" and not self.endpoint:
             raise ValueError("kg=sparql needs endpoint=URL (a SPARQL query endpoint)")
         if min(self.depth, self.width, self.max_keywords, self.max_relations, self.max_entities_shown,
@@ -66,7 +66,7 @@ class _KgSettings(MethodSettings):
         return self
 
 
-class AnchorRagSettings(_KgSettings):
+class AnchorRagSettings(OpenWorldKgSettings):
     """``--set`` options of ``anchorrag`` (defaults: the paper's §4.2).
 
     Attributes:
@@ -91,7 +91,7 @@ class AnchorRagSettings(_KgSettings):
         return self
 
 
-class TogSettings(_KgSettings):
+class TogSettings(OpenWorldKgSettings):
     """``--set`` options of ``tog``.
 
     Attributes:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from storage import layout
-from tasks.methods.anchorrag.settings import _KgSettings
+from tasks.methods.anchorrag.settings import OpenWorldKgSettings
 from tasks.methods.base import MethodContext
 from tasks.methods.kg_tools import kg_tools, open_kg
 from tasks.methods.runtime import Tool
@@ -23,7 +23,7 @@ from tasks.search.kb_indexes import dense_entity_hits, dense_entity_index, searc
 from tasks.search.passages import encode
 
 
-def open_world_tools(s: _KgSettings, ctx: MethodContext, dense: bool) -> dict[str, Tool]:
+def open_world_tools(s: OpenWorldKgSettings, ctx: MethodContext, dense: bool) -> dict[str, Tool]:
     """KG tools (``kg_relations``, ``kg_neighbours``) plus the entity search the method anchors with.
 
     ``dense``: ``entity_dense_search`` (dense index of names+descriptions) and ``relation_similarity`` (SBERT
@@ -87,7 +87,7 @@ def relation_similarity_tool() -> Tool:
     return tool
 
 
-def _index_paths(s: _KgSettings, ctx: MethodContext, dense: bool) -> list[Path]:
+def _index_paths(s: OpenWorldKgSettings, ctx: MethodContext, dense: bool) -> list[Path]:
     if not ctx.kb_version:
         return []
     kinds = (["kg-duckdb"] if s.kg == "duckdb" else []) + ["entity-dense" if dense else "entity-bm25"]

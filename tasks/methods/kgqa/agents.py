@@ -61,7 +61,7 @@ from tasks.methods.kgqa.parsing import (
     parse_property_choice,
     parse_qa,
 )
-from tasks.methods.kgqa.settings import KgqaSettings, ReactKgSettings, _opt
+from tasks.methods.kgqa.settings import KgqaSettings, ReactKgSettings
 from tasks.methods.kgqa.tools import _can_link
 from tasks.methods.prompt_files import PromptFolder
 from tasks.methods.runtime import AgentError, AgentFn, ItemContext, LLMCall, ToolCall
@@ -94,26 +94,21 @@ def _user(text: str) -> dict[str, str]:
 
 
 class Prompter:
-    """Builds the paper's conversations for every step from settings (any object with the KGQA options)."""
+    """Builds the paper's conversations for every step from the KGQA settings."""
 
-    def __init__(self, settings: Any):
-        """Read the options (missing ones take ``KgqaSettings``' defaults)."""
-        d = KgqaSettings.model_fields
-        self.cot = bool(_opt(settings, "cot", d["cot"].default))
-        self.one_shot = bool(_opt(settings, "one_shot", d["one_shot"].default))
-        self.context_tokens = int(_opt(settings, "context_tokens", d["context_tokens"].default))
-        self.max_values = int(_opt(settings, "max_values", d["max_values"].default))
-        self.current_date = str(_opt(settings, "current_date", d["current_date"].default))
-        # 0 / negative: "the method's default" (closed-book's QA settings use 0 for the QA papers' own limits)
-        max_tokens = int(_opt(settings, "max_tokens", 0)) or d["max_tokens"].default
-        max_tokens = max_tokens if max_tokens > 0 else d["max_tokens"].default
-        step_tokens = int(_opt(settings, "max_tokens_step", min(max_tokens, d["max_tokens_step"].default)))
-        temperature = float(_opt(settings, "temperature", d["temperature"].default))
-        seed = _opt(settings, "seed", 0)
-        self.qa_sampling = SamplingConfig(temperature=temperature, max_tokens=max_tokens, stop=STOP, seed=seed)
-        self.step_sampling = SamplingConfig(temperature=temperature, max_tokens=step_tokens, stop=STOP, seed=seed)
+    def __init__(self, settings: KgqaSettings):
+        """Read the prompt and sampling options."""
+        self.cot = settings.cot
+        self.one_shot = settings.one_shot
+        self.context_tokens = settings.context_tokens
+        self.max_values = settings.max_values
+        self.current_date = settings.current_date
+        self.qa_sampling = SamplingConfig(temperature=settings.temperature, max_tokens=settings.max_tokens, stop=STOP,
+                                          seed=settings.seed)
+        self.step_sampling = SamplingConfig(temperature=settings.temperature, max_tokens=settings.max_tokens_step,
+                                            stop=STOP, seed=settings.seed)
         self.p = prompts()
-        self.guided = bool(_opt(settings, "guided", False))
+        self.guided = settings.guided
 
     def _req(self, msgs: list[dict[str, str]], sampling: SamplingConfig,
              fields: list[tuple[str, dict[str, Any]]]) -> ChatRequest:
@@ -482,21 +477,19 @@ def traverse(p: Prompter, settings: ReactKgSettings, question: str, qid: str, la
     return info, steps, shown
 
 
-def closed_book_kg_agent(settings: Any, ctx: MethodContext) -> AgentFn:
+def closed_book_kg_agent(settings: KgqaSettings, ctx: MethodContext) -> AgentFn:
     """The KGQA closed-book step machine (paper §4.2 "LLM only", then answer linking as §3.7).
 
     Args:
-        settings: ``closed-book``'s settings (see ``closed_book_kg_tools``).
+        settings: ``closed-book``'s options as KGQA settings (``ClosedBookSettings.kgqa``).
         ctx: The method context.
 
     Returns:
         An agent returning ``{"answer", "answers", "predicted_entities": []}``.
     """
     p = Prompter(settings)
-    link = bool(_opt(settings, "link_answers", True)) and _can_link(settings, ctx)
-    search_k = int(_opt(settings, "link_search_k", KgqaSettings.model_fields["link_search_k"].default))
-    if not ctx.kb_version:
-        search_k = 0  # no KB: no BM25 index (kgqa_tools adds entity_search only with a KB)
+    link = settings.link_answers and _can_link(settings, ctx)
+    search_k = settings.link_search_k if ctx.kb_version else 0  # no KB: no BM25 index (kgqa_tools adds none)
 
     def agent(item: dict, ictx: ItemContext):
         answers, reason = yield from answer_question(p, item["question"], [], set(), ictx)

@@ -10,52 +10,45 @@ there is a KG to link answers against; ``kgqa_index_paths``: what a run keeps on
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from storage import layout
 from tasks.methods.base import MethodContext
 from tasks.methods.kg_tools import kg_tools, open_kg
 from tasks.methods.kgqa.kb_gold import kb_gold_tool
-from tasks.methods.kgqa.settings import KgqaSettings, _opt
+from tasks.methods.kgqa.settings import KgAccessSettings, KgqaSettings
 from tasks.methods.runtime import Tool
 from tasks.search.kb_indexes import search_tool
 
 
-def kgqa_tools(settings: Any, ctx: MethodContext) -> dict[str, Tool]:
+def kgqa_tools(settings: KgqaSettings, ctx: MethodContext) -> dict[str, Tool]:
     """KG tools over the configured backend plus ``entity_search`` (BM25) for answer linking."""
-    d = KgqaSettings.model_fields
-    kg = open_kg(_opt(settings, "kg", "duckdb"), ctx.kb_version, ctx.root, _opt(settings, "endpoint", None),
-                 float(_opt(settings, "endpoint_timeout_s", d["endpoint_timeout_s"].default)),
-                 int(_opt(settings, "endpoint_retries", d["endpoint_retries"].default)))
-    tools = kg_tools(kg, int(_opt(settings, "max_candidates", d["max_candidates"].default)),
-                     int(_opt(settings, "max_facts", d["max_facts"].default)))
-    if int(_opt(settings, "link_search_k", d["link_search_k"].default)) > 0 and ctx.kb_version:
-
+    kg = open_kg(settings.kg, ctx.kb_version, ctx.root, settings.endpoint, settings.endpoint_timeout_s,
+                 settings.endpoint_retries)
+    tools = kg_tools(kg, settings.max_candidates, settings.max_facts)
+    if settings.link_search_k > 0 and ctx.kb_version:
         tools["entity_search"] = search_tool(ctx.kb_version, ctx.root, "wikidata")
-    if _opt(settings, "kb_gold", False) and ctx.kb_version:
-
-        tools["kb_gold"] = kb_gold_tool(ctx.kb_version, ctx.root, float(_opt(settings, "kb_gold_timeout_s", 20.0)))
+    if settings.kb_gold and ctx.kb_version:
+        tools["kb_gold"] = kb_gold_tool(ctx.kb_version, ctx.root, settings.kb_gold_timeout_s)
     return tools
 
 
-def _can_link(settings: Any, ctx: MethodContext) -> bool:
+def _can_link(settings: KgAccessSettings, ctx: MethodContext) -> bool:
     """Answer linking needs a KG: the run's KB version, or a SPARQL endpoint."""
-    return bool(ctx.kb_version) or (_opt(settings, "kg", "duckdb") == "sparql" and bool(_opt(settings, "endpoint", "")))
+    return bool(ctx.kb_version) or (settings.kg == "sparql" and bool(settings.endpoint))
 
 
-def closed_book_kg_tools(settings: Any, ctx: MethodContext) -> dict[str, Tool]:
+def closed_book_kg_tools(settings: KgqaSettings, ctx: MethodContext) -> dict[str, Tool]:
     """Tools of the KGQA closed-book baseline: only what answer linking needs (``kg_link``, ``entity_search``).
 
     Args:
-        settings: ``closed-book``'s settings (``max_tokens`` (0: this module's default), ``temperature``,
-            ``cot``; the KGQA options ``kg``, ``endpoint``, ``link_search_k``... are read when present).
+        settings: ``closed-book``'s options as KGQA settings (``ClosedBookSettings.kgqa``).
         ctx: The method context. Without a KB version (and no SPARQL endpoint) there is nothing to link
             against: no tools, and the agent keeps text answers.
     """
     return kgqa_tools(settings, ctx) if _can_link(settings, ctx) else {}
 
 
-def kgqa_index_paths(settings: KgqaSettings, ctx: MethodContext) -> list[Path]:
+def kgqa_index_paths(settings: KgAccessSettings, ctx: MethodContext) -> list[Path]:
     """What the KGQA methods keep on disk for a run: the DuckDB KG index, the BM25 entity index, the gold store."""
     if not ctx.kb_version:
         return []

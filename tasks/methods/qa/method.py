@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+from pydantic import ValidationError
 
 from storage import layout
 from storage.manifest import read_manifest
@@ -39,6 +40,7 @@ from tasks.llm.types import ChatRequest, SamplingConfig
 from tasks.methods.base import Method, MethodContext, MethodSettings, UnknownSetting
 from tasks.methods.kgqa.agents import closed_book_kg_agent
 from tasks.methods.kgqa.method import KgOneHopMethod
+from tasks.methods.kgqa.settings import KgAccessSettings, KgPromptSettings, KgqaSettings
 from tasks.methods.kgqa.tools import closed_book_kg_tools, kgqa_index_paths
 from tasks.methods.prompt_files import PromptFolder
 from tasks.methods.runtime import ItemContext, LLMCall, ToolCall
@@ -125,6 +127,42 @@ class QASettings(MethodSettings):
     guided: bool = False
 
 
+class ClosedBookSettings(QASettings, KgAccessSettings, KgPromptSettings):
+    """``--set`` options of ``closed-book``: the QA options, and on KGQA datasets also the KGQA options it uses.
+
+    On KGQA datasets the answer is written as the KGQA paper's closed-book step and linked back to QIDs through
+    the KB (``tasks.methods.kgqa.agents.closed_book_kg_agent``), so the run also reads the KG access and answer
+    linking options (:class:`~tasks.methods.kgqa.settings.KgAccessSettings`) and the KGQA prompts' options
+    (:class:`~tasks.methods.kgqa.settings.KgPromptSettings`); they change nothing on other datasets.
+
+    Attributes:
+        max_tokens_step: KGQA datasets only: completion bound of the linking steps (0: ``min(max_tokens, 160)``
+            with ``max_tokens``' KGQA value).
+    """
+
+    max_tokens_step: int = 0
+
+    def kgqa(self) -> KgqaSettings:
+        """These options as the KGQA family's settings (what its closed-book step machine and tools read).
+
+        ``max_tokens=0`` is KGQA's default answer bound, ``cot`` unset is on (the QALD paper's setting).
+
+        Raises:
+            UnknownSetting: A value the KGQA steps refuse (e.g. ``max_tokens`` between 1 and 15).
+        """
+        d = KgqaSettings.model_fields
+        max_tokens = self.max_tokens if self.max_tokens > 0 else d["max_tokens"].default
+        shared = set(KgAccessSettings.model_fields) | set(KgPromptSettings.model_fields)
+        try:
+            return KgqaSettings(**{k: getattr(self, k) for k in shared}, temperature=self.temperature,
+                                max_tokens=max_tokens,
+                                max_tokens_step=self.max_tokens_step or min(max_tokens, d["max_tokens_step"].default),
+                                cot=True if self.cot is None else self.cot, seed=self.seed, guided=self.guided)
+        except ValidationError as exc:
+            msgs = "; ".join(e["msg"] for e in exc.errors())
+            raise UnknownSetting(f"invalid --set value for 'closed-book' on a KGQA dataset: {msgs}") from None
+
+
 class RagSettings(QASettings):
     """``--set`` options of ``bm25-rag`` / ``dense-rag``."""
 
@@ -163,7 +201,7 @@ class ClosedBookMethod(Method):
 
     name = "closed-book"
     description = "closed-book baseline: 'Answer these questions:' + the question (KGQA: answers linked to QIDs)"
-    Settings = QASettings
+    Settings = ClosedBookSettings
     needs_kb = False
     metric_family = None
     tasks = ("qa", "yesno", "kgqa", "kgqa-open")
@@ -193,13 +231,13 @@ class ClosedBookMethod(Method):
     def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
         """No tools, except on KGQA datasets (answer linking)."""
         if ctx.task == "kgqa":
-            return closed_book_kg_tools(self.settings, ctx)
+            return closed_book_kg_tools(self.settings.kgqa(), ctx)
         return {}
 
     def agent(self, ctx: MethodContext):
         """One LLM call per question."""
         if ctx.task == "kgqa":
-            return closed_book_kg_agent(self.settings, ctx)
+            return closed_book_kg_agent(self.settings.kgqa(), ctx)
         sampling = _sampling(self.settings, ctx.task)
 
         def agent(item: dict, ictx: ItemContext):
