@@ -20,6 +20,8 @@ import traceback
 import warnings
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from flows.prefect_server import bind_ephemeral_server, spawn_ephemeral_server
 from flows.signals import exit_after_interrupt, stop_on_signals
 from storage import layout
@@ -371,11 +373,9 @@ def validate_run(cfg) -> None:
 
 
 def check_run_args(a: argparse.Namespace):
-    """The RunConfig of ``linkedqa run`` arguments, validated (method, settings, dataset, task, workers)."""
+    """The RunConfig of ``linkedqa run`` arguments, validated (method, settings, dataset, task; numbers: parser)."""
     cfg = run_config_from_args(a)
     validate_run(cfg)
-    if a.workers < 1:
-        raise ValueError("--workers must be >= 1")
     return cfg
 
 
@@ -471,6 +471,12 @@ def cmd_report(a: argparse.Namespace) -> int:
             else:
                 print(f"{name:<10} {res}")
         return EXIT_OTHER if failed else 0
+    if a.run and not (layout.run_dir(a.run) / "plan.json").is_file():  # checked before the catalog is opened:
+        raise LookupError(f"unknown run {a.run!r}: no run folder under {layout.runs_root()}")  # it writes
+    if a.views:
+        from flows.report_views import check_view_names  # heavy: the report views (rich, the catalog's SQL)
+
+        check_view_names(a.views)
     con = connect()
     if a.run:
         rows = con.execute("SELECT metric, value, n FROM metrics WHERE run_id = ? ORDER BY metric", [a.run]).fetchall()
@@ -531,9 +537,20 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- parser
+class _Parser(argparse.ArgumentParser):
+    """argparse with the commands' error format: ``error: <message>``, ``hint: see `<command> --help```, exit 2.
+
+    The subcommands' parsers are of this class too: ``add_subparsers`` makes them with the parent's class.
+    """
+
+    def error(self, message: str):
+        """Print the one-line usage error and its hint; exit 2."""
+        self.exit(EXIT_USAGE, f"error: {message}\nhint: see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
-    p = argparse.ArgumentParser(prog="linkedqa", description="Link questions to Wikidata/Wikipedia entities and "
+    p = _Parser(prog="linkedqa", description="Link questions to Wikidata/Wikipedia entities and "
                                 "answer them at dataset scale.")
     p.add_argument("-v", "--verbose", action="store_true", help="show Prefect INFO logs")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -553,11 +570,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"label languages to keep: comma-separated Wikidata codes, or {ALL_LANGUAGES} (default: "
                    f"{','.join(DEFAULT_LANGUAGES)}; {ALL_LANGUAGES} with --sample); part of the KB version")
     b.add_argument("--name", default=None, help="KB name (version = NAME-<hash8>)")
-    b.add_argument("--shards", type=int, default=1,
+    b.add_argument("--shards", type=_positive(int), default=1,
                    help="byte-range shards per input file (.gz/.bz2: of its decompressed bytes, through a seek "
                         "index; a multistream .bz2 is cut at its bzip2 stream starts instead, with no index); a .xz "
                         "Wikipedia XML file has no seek index and gets at most --workers")
-    b.add_argument("--workers", type=int, default=1, help="worker processes for shards")
+    b.add_argument("--workers", type=_positive(int), default=1, help="worker processes for shards")
     b.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="SIZE", help=_MEMORY_HELP)
     b.set_defaults(fn=cmd_kb_build)
     ke = kb.add_parser("export-nt", help="write the KB as Wikidata-style N-Triples (.nt or .nt.gz)")
@@ -622,8 +639,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("method")
     r.add_argument("--dataset", required=True)
     r.add_argument("--split", default=None)
-    r.add_argument("--limit", type=int, default=None, help="first N questions by id")
-    r.add_argument("--shards", type=int, default=1)
+    r.add_argument("--limit", type=_positive(int), default=None, help="first N questions by id")
+    r.add_argument("--shards", type=_positive(int), default=1)
     r.add_argument("--backend", default="vllm", choices=["vllm", "openai"])
     r.add_argument("--model", default="embedded", help="'embedded', an HF model id, or a model directory")
     r.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --backend openai")
@@ -636,7 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "OPENAI_API_KEY is unset (the name is recorded, the key never)")
     r.add_argument("--kb", default=None, help="KB name or version (default: newest)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting (repeatable)")
-    r.add_argument("--max-model-len", type=int, default=4096)
+    r.add_argument("--max-model-len", type=_positive(int), default=4096)
     r.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="vLLM engine dtype; auto = bfloat16 on GPUs and on CPUs with AVX512-BF16/AMX, else float32 "
                         "(not part of the run id; recorded per shard)")
@@ -646,7 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-cache", action="store_true", help="bypass the persistent LLM response cache")
     r.add_argument("--runner", default="thread", choices=["thread", "dask"],
                    help="where shards run: threads in this process, or a Dask cluster (one process per worker)")
-    r.add_argument("--workers", type=int, default=2, help="Dask worker processes for --runner dask")
+    r.add_argument("--workers", type=_positive(int), default=2, help="Dask worker processes for --runner dask")
     r.add_argument("--dask-address", default=None, help="scheduler of an existing Dask cluster (tcp://host:8786)")
     r.set_defaults(fn=cmd_run)
 
@@ -755,6 +772,13 @@ _EARLY_CHECKS = {
 }
 
 
+def _one_line(exc: BaseException) -> str:
+    """The first line of an error's message; for a pydantic validation error, each field and what is wrong."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or exc.title}: {e['msg']}" for e in exc.errors())
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``linkedqa`` console script."""
     args = build_parser().parse_args(argv)
@@ -776,7 +800,7 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         except Exception as exc:  # noqa: BLE001 - one readable line, never a traceback, unless -v
             code, hint = _error_kind(exc)
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            msg = _one_line(exc)
             if code == EXIT_NO_SPACE:
                 msg = _no_space_message(exc)
             print(f"error: {msg}\nhint: {hint}", file=sys.stderr)

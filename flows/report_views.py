@@ -34,6 +34,18 @@ def report_view_names() -> list[str]:
     return first + sorted(names - set(first))
 
 
+def check_view_names(names: list[str]) -> None:
+    """Refuse names that are not report views.
+
+    Raises:
+        LookupError: Naming them and the known views.
+    """
+    known = report_view_names()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise LookupError(f"unknown report view(s) {', '.join(unknown)}; known: {', '.join(known)}")
+
+
 def format_cell(value: Any, max_width: int = 40) -> str:
     """One cell as text: floats with 4 decimals, NULL as empty, long text cut with an ellipsis.
 
@@ -89,14 +101,12 @@ def print_report(con: duckdb.DuckDBPyConnection, names: list[str] | None = None,
         out: Stream (default ``sys.stdout``).
 
     Raises:
-        KeyError: A name that is not a report view.
+        LookupError: A name that is not a report view.
     """
     out = out or sys.stdout
     known = report_view_names()
     names = known if names is None else list(names)
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise KeyError(f"unknown report view(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    check_view_names(names)
     for i, name in enumerate(names):
         rel = con.table(name)
         total = rel.aggregate("count(*)").fetchall()[0][0]

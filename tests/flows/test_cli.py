@@ -52,7 +52,7 @@ def test_every_command_has_help(tmp_path: Path, capsys):
         (["eval", "no-such-run"], 4, "unknown run"),
         (["run", "anchorrag", "--dataset", "factoidqa"], 2, "does not apply to dataset 'factoidqa' (task 'qa')"),
         (["run", "search-recall", "--dataset", "webqsp-el", "--runner", "dask", "--workers", "0"], 2,
-         "--workers must be >= 1"),
+         "argument --workers: must be > 0, got 0"),
     ],
 )
 def test_bad_usage_is_one_readable_line(tmp_path: Path, args, code, needle):
@@ -89,7 +89,7 @@ def test_bad_timeout_or_retries_is_an_argparse_usage_error(capsys, flag, value, 
     with pytest.raises(SystemExit) as exc:
         build_parser().parse_args(["run", "closed-book", "--dataset", "popqa", flag, value])
     assert exc.value.code == 2
-    assert needle in capsys.readouterr().err.strip().splitlines()[-1]
+    assert needle in capsys.readouterr().err.strip().splitlines()[0]
 
 
 def test_data_import_reports_bad_lines(tmp_path: Path, data_root: Path):
