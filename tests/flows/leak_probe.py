@@ -7,11 +7,16 @@ must kill it and fail the run, also when the test ran on a pytest-xdist worker.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 
 def test_leaves_an_orphaned_server_behind() -> None:
-    spawn = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', "
-             "'uvicorn-leak-probe'], start_new_session=True)")
+    """The orphan's pid goes to ``$LEAK_PROBE_PID_FILE`` (when set), so that the test that runs this session can
+    say what the guard saw of it."""
+    spawn = ("import os, subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', "
+             "'uvicorn-leak-probe'], start_new_session=True); f = os.environ.get('LEAK_PROBE_PID_FILE'); "
+             "f and open(f, 'w').write(str(p.pid))")
     subprocess.run([sys.executable, "-c", spawn], check=True)  # its parent exits at once: an orphan
+    assert os.environ.get("LEAK_PROBE_PID_FILE") is None or os.path.getsize(os.environ["LEAK_PROBE_PID_FILE"])

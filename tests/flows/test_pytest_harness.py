@@ -55,18 +55,35 @@ def _probes() -> list:
     return [p for p in psutil.process_iter(["cmdline"]) if "uvicorn-leak-probe" in " ".join(p.info["cmdline"] or [])]
 
 
+def _describe(pid_file: Path) -> str:
+    """What the session guard had to go on about the probe, for a failure message: its command line, parent and
+    session tag (a probe the guard killed is gone)."""
+    if not pid_file.is_file() or not pid_file.read_text():
+        return "the probe wrote no pid"
+    pid = int(pid_file.read_text())
+    try:
+        p = psutil.Process(pid)
+        parent = psutil.Process(p.ppid())
+        return (f"probe pid {pid} alive: cmdline={' '.join(p.cmdline())!r} ppid={parent.pid} "
+                f"parent={' '.join(parent.cmdline())[:200]!r} tag={p.environ().get('LINKEDQA_TEST_SESSION')!r}")
+    except psutil.Error as exc:
+        return f"probe pid {pid}: {exc!r}"
+
+
 def test_a_server_left_running_on_an_xdist_worker_fails_the_run(tmp_path: Path) -> None:
     """The session guard kills a server a test left behind and fails the run, under pytest-xdist too (a worker's
     own exit status is ignored by the controller: the worker hands its findings over)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    pid_file = tmp_path / "probe.pid"
     # the probe sleeps and never goes by itself: the guard's grace period for a leaked server would only add 30 s
-    env.update(LINKEDQA_HOME=str(tmp_path / "wh"), LINKEDQA_TEST_LEAK_GRACE_S="2")
+    env.update(LINKEDQA_HOME=str(tmp_path / "wh"), LINKEDQA_TEST_LEAK_GRACE_S="2", LEAK_PROBE_PID_FILE=str(pid_file))
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider",
                           "--timeout=120", str(ROOT / "tests" / "flows" / "leak_probe.py")], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     try:
-        assert out.returncode == 1, out.stdout[-3000:]
-        assert "1 passed" in out.stdout and "servers left running by the tests" in out.stdout, out.stdout[-3000:]
+        seen = f"{_describe(pid_file)}\n{out.stdout[-3000:]}"
+        assert out.returncode == 1, seen
+        assert "1 passed" in out.stdout and "servers left running by the tests" in out.stdout, seen
         assert "uvicorn-leak-probe" in out.stdout
         assert not _probes()
     finally:
