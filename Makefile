@@ -15,7 +15,7 @@ PREFECT_PORT ?= 4200
 # pytest-xdist workers of `make test`: the e2e tests stay on one of them (tests/conftest.py)
 TEST_WORKERS ?= 2
 
-.PHONY: venv demo test lint bench bench-scale report serve clean-warehouse help
+.PHONY: venv demo test lint docs bench bench-scale report serve clean-warehouse help
 
 help:
 	@echo "make demo   - build the sample KB, prepare the embedded model, run search-recall on WebQSP-EL test and ELA on 20 of its questions, print metrics"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench-scale - scale rehearsal (long, not in make bench): the real CLI on synthetic 1x/10x/30x dumps,"
 	@echo "               wall / peak RSS / disk per step, growth exponents, full-dump projection (SIZES=, ARGS=)"
 	@echo "make lint   - ruff"
+	@echo "make docs   - the documentation site (mkdocs-material) into site/"
 	@echo "make serve  - local Prefect server (127.0.0.1, PREFECT_PORT=4200) + the prefect.yaml deployments; Ctrl-C stops both"
 
 venv: $(STAMP)
@@ -51,6 +52,9 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # the `bench` extra's pins (peers measured in the same run), installed from the lock like everything else
 BENCH_PINS := wikiextractor|bm25s

@@ -1,4 +1,4 @@
-"""The ``linkedqa`` command line (DESIGN.md §10). Every command has ``--help``.
+"""The ``linkedqa`` command line (docs/architecture.md#cli-contract). Every command has ``--help``.
 
 Errors print one readable line plus a hint and exit non-zero:
 2 = bad usage or input (unknown method/dataset/--set key, bad name), 3 = unreadable data (truncated dump,

@@ -1,4 +1,4 @@
-"""Paths and versions under ``LINKEDQA_HOME`` (DESIGN.md §2).
+"""Paths and versions under ``LINKEDQA_HOME`` (docs/architecture.md#storage-contracts).
 
 Inputs: environment (``LINKEDQA_HOME``, ``LINKEDQA_DATA``). Outputs: paths. Nothing here creates directories
 except the explicit ``ensure_dir``; building a path has no side effects.

@@ -1,4 +1,4 @@
-"""One pyarrow schema per persisted table (DESIGN.md §2).
+"""One pyarrow schema per persisted table (docs/architecture.md#storage-contracts).
 
 Inputs: nothing. Outputs: ``SCHEMAS`` (table name -> ``pa.Schema``), used by ``storage.parquet_io`` to enforce
 every write and by ``storage.catalog`` to name the views. Column names are a contract with SQL, notebooks and
@@ -161,7 +161,7 @@ METRICS = pa.schema(
         _f("method", pa.string(), "method", nullable=False),
         _f("dataset", pa.string(), "dataset", nullable=False),
         _f("split", pa.string(), "split", nullable=False),
-        _f("metric", pa.string(), "metric name (DESIGN.md §10)", nullable=False),
+        _f("metric", pa.string(), "metric name (docs/architecture.md#cli-contract)", nullable=False),
         _f("value", pa.float64(), "value"),
         _f("n", pa.int64(), "number of items the value is computed over"),
     ]

@@ -1,11 +1,12 @@
-"""The README sections generated from the code, and the facts about the code the README must agree with.
+"""The sections of README.md and docs/ generated from the code, and the facts about the code the docs must agree
+with.
 
-``python -m tests.readme_sections --write`` rewrites every marked section of README.md in place
-(``<!-- NAME:begin -->`` ... ``<!-- NAME:end -->``); without ``--write`` it prints a diff and exits 1 when a
-section is stale. ``tests/unit/test_readme.py`` runs the same comparison plus the checks that are not
-generated (index folders, make targets, command lines). Everything here reads the code as it is when called
-(the method registry, ``flows.cli.build_parser()``, the source of ``tasks``/``storage``/``flows``): no engine,
-no Prefect, no data.
+``python -m tests.readme_sections --write`` rewrites every marked section of those files in place
+(``<!-- NAME:begin -->`` ... ``<!-- NAME:end -->``; :data:`FILES` says which file holds which); without
+``--write`` it prints a diff and exits 1 when a section is stale. ``tests/unit/test_readme.py`` runs the same
+comparison plus the checks that are not generated (index folders, make targets, command lines). Everything here
+reads the code as it is when called (the method registry, ``flows.cli.build_parser()``, the source of
+``tasks``/``storage``/``flows``): no engine, no Prefect, no data.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 WRITE_HINT = "python -m tests.readme_sections --write"
 WIDTH = 116
 
@@ -58,6 +60,7 @@ def _md(text: str) -> str:
 
 def methods_table() -> str:
     """Every registered method: task kinds and metric family, LLM/KB needs, description (from the classes)."""
+    from tasks.methods.base import TASK_FAMILIES
     from tasks.methods.registry import METHODS
 
     rows = ["| method | dataset task → metric family | LLM | KB | what it does |", "|---|---|---|---|---|"]
@@ -76,9 +79,11 @@ def methods_table() -> str:
             need = [t for t in tasks if cls.needs_kb_for(t)]
             kb = "yes" if need == tasks else "no" if not need else "for " + ", ".join(f"`{t}`" for t in need)
         rows.append(f"| `{name}` | {kinds} | {'yes' if cls.needs_llm else 'no'} | {kb} | {_md(cls.description)} |")
+    pairs = sum(len(cls.tasks) if cls.tasks is not None else len(TASK_FAMILIES) for cls in METHODS.values())
     head = (f"All {len(METHODS)} methods of the registry (`tasks/methods/registry.py`) run end to end: "
             "`linkedqa run METHOD --dataset NAME` (a dataset of another task kind is refused before anything "
-            "starts). Prompts, `--set` keys and metrics of each: [Methods](#methods).")
+            f"starts). Each of the {pairs} (method, task kind) pairs below is run through that command by "
+            "`tests/e2e/test_method_matrix.py` in `make test`.")
     return head + "\n\n" + "\n".join(rows)
 
 
@@ -296,42 +301,109 @@ def deployments_table() -> str:
     return "\n".join(rows)
 
 
+# ------------------------------------------------------------------------------------------------- formats
+#: The on-disk formats a user's warehouse carries: ``(module, constant, what it versions, what a new value does
+#: to what is stored)``. The values are read from the code when the section is generated.
+FORMATS: tuple[tuple[str, str, str, str], ...] = (
+    ("tasks.kb.plan", "BUILD_FORMAT", "what a KB build produces from its inputs (readers, merge rules)",
+     "part of the KB version hash: `kb build` makes a new version; old versions stay readable"),
+    ("tasks.runs.config", "RUN_FORMAT", "what a run computes beyond its settings, prompts, KB and indexes",
+     "part of every run id: the same command starts a new run; old runs stay"),
+    ("tasks.metrics.base", "METRICS_FORMAT", "the metric rules",
+     "`linkedqa eval --all --write` recomputes stored runs under the new rules"),
+    ("storage.layout", "INDEX_FORMAT", "what goes into a search index",
+     "new index folders (rebuilt on first use); part of every run id"),
+    ("storage.layout", "DENSE_FORMAT", "the dense index folders' files",
+     "dense indexes are rebuilt on first use; same vectors, run ids unchanged"),
+    ("tasks.search.bm25", "FORMAT_VERSION", "the BM25 index files", "BM25 indexes are rebuilt on first use"),
+    ("tasks.datasets.store", "LOADER_FORMAT", "what a dataset loader writes",
+     "`linkedqa data load` writes a new dataset version"),
+    ("tasks.datasets.ea_kg", "KG_FORMAT", "the entity-alignment graph tables", "rebuilt from the raw files"),
+    ("tasks.dumps.seekable", "INDEX_FORMAT", "the seek indexes of compressed dumps", "rebuilt on the next build"),
+)
+
+
+def formats_table() -> str:
+    """The on-disk format versions of this code (:data:`FORMATS`, values read from the modules)."""
+    import importlib
+
+    rows = ["| constant | current | versions | when it changes |", "|---|---|---|---|"]
+    for module, const, what, change in FORMATS:
+        value = getattr(importlib.import_module(module), const)
+        rows.append(f"| `{module}.{const}` | {value} | {what} | {change} |")
+    return "\n".join(rows)
+
+
+# ------------------------------------------------------------------------------------------------- benchmarks
+def bench_scripts() -> str:
+    """The scripts ``make bench`` runs, in its order (``tests/bench/run_all.SCRIPTS``), one line each with the first
+    line of its docstring."""
+    import importlib.util
+
+    from tests.bench.run_all import SCRIPTS
+
+    rows = []
+    for mod in SCRIPTS:
+        spec = importlib.util.find_spec(mod)
+        doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text())) or ""
+        rows.append(f"- `{mod.rsplit('.', 1)[1]}.py`: {_md(' '.join(doc.split(chr(10) * 2)[0].split()))}")
+    return "\n".join(rows)
+
+
 # ------------------------------------------------------------------------------------------------- driver
 SECTIONS: dict[str, Callable[[], str]] = {"methods": methods_table, "cli": cli_reference,
-                                              "deployments": deployments_table}
+                                          "deployments": deployments_table, "formats": formats_table,
+                                          "bench-scripts": bench_scripts}
+#: Which generated sections each file holds (paths relative to the repository).
+FILES: dict[str, tuple[str, ...]] = {"README.md": ("methods",), "docs/methods.md": ("methods",),
+                                     "docs/cli.md": ("cli",), "docs/deployments.md": ("deployments",),
+                                     "CHANGELOG.md": ("formats",), "docs/benchmarks/index.md": ("bench-scripts",)}
 
 
-def render(text: str) -> str:
-    """README text with every generated section brought up to date."""
-    for name, fn in SECTIONS.items():
-        text = replace_section(text, name, fn())
+def doc_files() -> list[Path]:
+    """README.md and every page of docs/, in the order the site lists them (README first)."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def render(text: str, names: tuple[str, ...] | None = None) -> str:
+    """``text`` with its generated sections (``names``, default all of :data:`SECTIONS`) brought up to date."""
+    for name in names if names is not None else tuple(SECTIONS):
+        text = replace_section(text, name, SECTIONS[name]())
     return text
 
 
-def stale_diff(text: str) -> str:
-    """Unified diff between the README's marked sections and what the code generates ('' when current)."""
-    new = render(text)
-    if new == text:
-        return ""
-    return "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), "README.md",
-                                        "README.md (generated)", n=1))
+def stale_diff(text: str | None = None) -> str:
+    """Unified diff between the files' marked sections and what the code generates ('' when current).
+
+    With ``text``, only that text (README.md's sections) is compared.
+    """
+    files = {"README.md": text} if text is not None else {f: (ROOT / f).read_text() for f in FILES}
+    out = []
+    for name, old in files.items():
+        new = render(old, FILES[name])
+        if new != old:
+            out.append("".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), name,
+                                                    f"{name} (generated)", n=1)))
+    return "".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``--write``: update README.md in place; otherwise print the diff of stale sections (exit 1 if any)."""
+    """``--write``: update the files in place; otherwise print the diff of stale sections (exit 1 if any)."""
     ap = argparse.ArgumentParser(prog="python -m tests.readme_sections", description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="rewrite the marked sections of README.md in place")
+    ap.add_argument("--write", action="store_true", help="rewrite the marked sections in place")
     args = ap.parse_args(argv)
-    text = README.read_text()
     if args.write:
-        new = render(text)
-        if new != text:
-            README.write_text(new)
-        print(f"README.md: {', '.join(SECTIONS)} sections {'updated' if new != text else 'already current'}")
+        for name, names in FILES.items():
+            path = ROOT / name
+            old = path.read_text()
+            new = render(old, names)
+            if new != old:
+                path.write_text(new)
+            print(f"{name}: {', '.join(names)} {'updated' if new != old else 'already current'}")
         return 0
-    diff = stale_diff(text)
+    diff = stale_diff()
     if diff:
-        print(diff + f"\nstale README sections; run: {WRITE_HINT}")
+        print(diff + f"\nstale generated sections; run: {WRITE_HINT}")
         return 1
     return 0
 

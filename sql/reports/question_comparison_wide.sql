@@ -1,6 +1,6 @@
 -- Which methods got a question right? Wide format: one row per question (dataset x split x question_id) over
 -- the latest run of each method (see question_comparison), with the methods that got it right / wrong, a
--- method -> correct map, and one column per method named in DESIGN.md (NULL: no latest run on this question
+-- method -> correct map, and one column per method named in docs/architecture.md#cli-contract (NULL: no latest run on this question
 -- or not scored). Example: SELECT * FROM question_comparison_wide WHERE ela AND NOT "search-recall".
 SELECT
     dataset,

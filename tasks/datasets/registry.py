@@ -1,6 +1,6 @@
 """Dataset registry: dataset name -> loader (an explicit dict; no guessing from file names or contents).
 
-Inputs: a dataset name (DESIGN.md §10) and the data root (``LINKEDQA_DATA``).
+Inputs: a dataset name (docs/architecture.md#cli-contract) and the data root (``LINKEDQA_DATA``).
 Outputs: a ``LoadedDataset`` (questions per split, rejects, source files).
 
 Adding a dataset: write ``load(data_root: Path) -> LoadedDataset`` in a module of this package (use

@@ -1,6 +1,6 @@
 """Scripted backend: replays canned responses, for unit tests of agent control flow only.
 
-Never a default and never used in e2e tests (DESIGN.md §5). A script is one of:
+Never a default and never used in e2e tests (docs/architecture.md#llm-layer). A script is one of:
 
 * a list of texts, consumed in order across calls (running out gives a per-item ``"script exhausted"`` error);
 * a callable ``messages -> str``;

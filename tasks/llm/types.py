@@ -1,4 +1,4 @@
-"""Typed contract of the LLM layer (DESIGN.md §5): requests, completions, engine and sampling configs.
+"""Typed contract of the LLM layer (docs/architecture.md#llm-layer): requests, completions, engine and sampling configs.
 
 Every backend implements ``LLMBackend.generate(requests) -> list[Completion]`` over a batch, in order.
 Example payload::

@@ -1,4 +1,4 @@
-"""Batching runtime: runs many agent step machines in lockstep (DESIGN.md §5).
+"""Batching runtime: runs many agent step machines in lockstep (docs/architecture.md#llm-layer).
 
 An agent is a generator function ``agent(item, ctx)`` that *yields* what it needs and receives the result:
 

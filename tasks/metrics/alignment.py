@@ -1,4 +1,4 @@
-"""Entity-alignment metrics (DESIGN.md §7, OpenEA convention): Hits@k and MRR, candidate recall@k.
+"""Entity-alignment metrics (docs/architecture.md#evaluation, OpenEA convention): Hits@k and MRR, candidate recall@k.
 
 Inputs: per item, the final alignment (``predicted_entities``: the chosen target first), the candidate
 generator's ranked list (``answers``, rank order) and the gold target (``gold_entities``). Outputs:

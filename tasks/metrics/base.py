@@ -91,7 +91,7 @@ class MetricResult:
     """One metric over a set of items.
 
     Attributes:
-        name: Metric name (DESIGN.md §10), e.g. ``"f1"`` or ``"recall@10"``.
+        name: Metric name (docs/architecture.md#cli-contract), e.g. ``"f1"`` or ``"recall@10"``.
         value: The aggregate; ``None`` when ``n == 0``.
         n: Number of items scored (items the metric does not apply to are not counted).
         per_item: Item id -> that item's score (only scored items).

@@ -1,4 +1,4 @@
-"""Metric registry: metric names (DESIGN.md §10) -> functions over joined prediction/question items.
+"""Metric registry: metric names (docs/architecture.md#cli-contract) -> functions over joined prediction/question items.
 
 Inputs: ``predictions`` rows and ``questions`` rows (dicts shaped like the tables in ``storage.schemas``, or a
 pyarrow table / polars frame of them), joined on ``question_id``. Outputs: per-item scores (for the
@@ -384,7 +384,7 @@ def compute(
     """Compute metrics over predictions joined with their questions.
 
     Args:
-        names: Metric names (DESIGN.md §10).
+        names: Metric names (docs/architecture.md#cli-contract).
         predictions: Prediction rows (dicts, pyarrow table or polars frame).
         questions: Question rows.
 

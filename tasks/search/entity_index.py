@@ -1,4 +1,4 @@
-"""BM25 entity search over Wikidata labels and aliases (ELA's "Wikidata" source, DESIGN.md §4).
+"""BM25 entity search over Wikidata labels and aliases (ELA's "Wikidata" source, docs/architecture.md#search).
 
 Inputs: rows shaped like the ``entities`` table (``qid``, ``label``, ``description``, ``aliases`` list,
 optional ``sitelinks`` / ``popularity``). Outputs: an on-disk tantivy index folder (see ``tasks.search.bm25``)

@@ -1,4 +1,4 @@
-"""Passage retrieval baselines: BM25 over 100-word passages and dense MiniLM + FAISS retrieval (DESIGN.md §4).
+"""Passage retrieval baselines: BM25 over 100-word passages, dense MiniLM + FAISS (docs/architecture.md#search).
 
 Inputs: ``passages`` rows (``passage_id``, ``title``, ``text``, optional ``page_id``, ``qid``) for
 :class:`PassageIndex`; for :class:`DenseIndex`, parallel lists of ids and texts (:meth:`DenseIndex.build`) or,

@@ -1,4 +1,4 @@
-"""BM25 search over Wikipedia article titles (ELA's "Wikipedia" source and its QA setup, DESIGN.md §4).
+"""BM25 search over Wikipedia article titles (ELA's "Wikipedia" source and its QA setup, docs/architecture.md#search).
 
 Inputs: rows shaped like the ``articles`` table: ``title`` (required), ``qid`` (may be null), ``page_id``
 (may be null), ``lead`` or ``description`` (the lead paragraph shown to the agent), optional ``redirects`` /

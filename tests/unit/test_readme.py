@@ -1,5 +1,8 @@
-"""README.md states what the code does now: generated sections are current, and the rest is checked against
-the code where it can be (index folders, make targets, command lines, method settings, folders).
+"""README.md and docs/ state what the code does now: generated sections are current, and the rest is checked
+against the code where it can be (index folders, make targets, command lines, method settings, folders).
+
+The checks read README.md and every docs page as one text (:data:`TEXT`, README first), so a section is found by
+its heading wherever it lives.
 
 Fast: reads the registry, the argparse parser and source files; no engine, no Prefect, no data.
 """
@@ -16,7 +19,7 @@ import pytest
 
 from tests import readme_sections as gen
 
-TEXT = gen.README.read_text()
+TEXT = "\n".join(p.read_text() for p in gen.doc_files())
 
 
 def _code_blocks(text: str) -> list[str]:
@@ -34,19 +37,19 @@ def _code_spans(text: str) -> list[str]:
 def _section(text: str, heading: str) -> str:
     """Body of a Markdown section, up to the next heading of the same or a higher level."""
     level = len(heading) - len(heading.lstrip("#"))
-    start = text.index(heading + "\n") if heading + "\n" in text else text.index(heading)
+    start = re.search(rf"^{re.escape(heading)}", text, flags=re.M).start()
     rest = text[start + len(heading):]
     m = re.search(rf"^#{{1,{level}}} ", rest, flags=re.M)
     return rest[:m.start()] if m else rest
 
 
 def test_generated_sections_are_current():
-    diff = gen.stale_diff(TEXT)
-    assert not diff, f"README sections differ from what the code generates:\n{diff}\nrun: {gen.WRITE_HINT}"
+    diff = gen.stale_diff()
+    assert not diff, f"generated sections differ from what the code generates:\n{diff}\nrun: {gen.WRITE_HINT}"
 
 
 def test_every_index_folder_the_code_writes_is_in_the_storage_layout():
-    layout = _section(TEXT, "### Storage layout")
+    layout = _section(TEXT, "# Storage layout")
     named = set(re.findall(r"\b[a-z][a-z0-9-]*\.v\d+(?:-[a-z]+)?\b", layout))
     patterns = gen.index_folder_patterns()
     assert patterns, "no index_dir(...) call found in the code: the scan is broken"
@@ -59,7 +62,7 @@ def test_every_index_folder_the_code_writes_is_in_the_storage_layout():
 def test_storage_layout_lists_every_kb_table():
     from storage.schemas import KB_TABLES
 
-    layout = _section(TEXT, "### Storage layout")
+    layout = _section(TEXT, "# Storage layout")
     assert [t for t in KB_TABLES if not re.search(rf"\b{t}\b", layout)] == []
 
 
@@ -71,12 +74,11 @@ def test_make_targets_named_in_readme_exist():
     assert sorted(named - gen.make_targets()) == [], f"Makefile targets: {sorted(gen.make_targets())}"
 
 
-def test_make_bench_scripts_named_in_readme_are_the_ones_it_runs():
+def test_make_bench_scripts_listed_are_the_ones_it_runs():
     from tests.bench.run_all import SCRIPTS
 
-    para = _section(TEXT, "## Benchmarks (`make bench`, not timed tests)").split("\n\n")[1].split("Run by hand")[0]
-    named = re.findall(r"`(?:tests/bench/)?(bench_\w+)\.py`", para)
-    assert named == [m.rsplit(".", 1)[1] for m in SCRIPTS], para
+    listed = re.findall(r"^- `(bench_\w+)\.py`", gen.section(TEXT, "bench-scripts"), flags=re.M)
+    assert listed == [m.rsplit(".", 1)[1] for m in SCRIPTS]
 
 
 def test_bench_and_probe_scripts_named_in_readme_exist():
@@ -89,7 +91,8 @@ def test_bench_and_probe_scripts_named_in_readme_exist():
 def _linkedqa_lines(text: str) -> list[str]:
     """``linkedqa ...`` command lines of the hand-written code blocks (generated sections excluded)."""
     for name in gen.SECTIONS:
-        text = text.replace(gen.section(text, name), "")
+        begin, end = gen._markers(name)
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), "", text, flags=re.S)
     lines = []
     for block in _code_blocks(text):
         for line in block.splitlines():
@@ -127,7 +130,7 @@ def test_linkedqa_command_lines_in_code_blocks_parse():
                 build_parser().parse_args(shlex.split(line))
         except SystemExit as exc:
             if exc.code:
-                bad.append(f"linkedqa {line}: {err.getvalue().strip().splitlines()[-1]}")
+                bad.append(f"linkedqa {line}: {err.getvalue().strip().splitlines()[0]}")
     assert bad == []
 
 
@@ -144,7 +147,7 @@ def test_no_open_issues_sentence_about_methods():
 def _methods_rows() -> dict[str, str]:
     """``{method: '--set keys' cell}`` of the hand-written table under '### Methods'."""
     rows = {}
-    for line in _section(TEXT, "### Methods").splitlines():
+    for line in _section(TEXT, "# Methods").splitlines():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
         m = re.fullmatch(r"`([a-z0-9-]+)`", cells[0]) if len(cells) == 4 else None
         if m:
@@ -157,7 +160,7 @@ def test_methods_section_lists_every_registered_method():
 
 
 def test_methods_section_table_has_no_blank_line_inside():
-    body = _section(TEXT, "### Methods")
+    body = _section(TEXT, "# Methods")
     table = body[body.index("| method |"):]
     table = table[:table.index("\n\n")]
     assert len([ln for ln in table.splitlines() if ln.startswith("| `")]) == len(gen.method_settings())
@@ -197,7 +200,7 @@ def test_methods_section_set_keys_and_defaults_are_real(method: str):
 
 def _architecture_entries() -> dict[str, str]:
     """``{folder: its text}`` of the folder list in '## Architecture' (``tasks/dumps`` for indented entries)."""
-    block = next(b for b in _code_blocks(_section(TEXT, "## Architecture")) if "tasks/" in b)
+    block = next(b for b in _code_blocks(_section(TEXT, "# Architecture")) if "tasks/" in b)
     entries: dict[str, str] = {}
     parent, key = "", ""
     for line in block.splitlines():

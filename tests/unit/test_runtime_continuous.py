@@ -1,7 +1,7 @@
 """Continuous per-item scheduling: same results as the lockstep runtime, and no item waits for another.
 
-Control flow only (scripted / in-test backends, as DESIGN.md §5 allows for unit tests of agent control flow);
-the real engine's continuous path is exercised end to end by the ELA e2e test and measured by bench_ela.
+Control flow only (scripted / in-test backends, as docs/architecture.md#llm-layer allows for unit tests of agent
+control flow); the real engine's continuous path is exercised end to end by the ELA e2e test and measured by bench_ela.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Prefix reuse: batches go to the engine grouped by shared prefix, and the engine's cache hits are stored.
 
-Runtime control flow only (scripted backend, as DESIGN.md §5 allows for unit tests); the real vLLM counts are
-checked end to end in ``tests/e2e/test_ela_run.py``.
+Runtime control flow only (scripted backend, as docs/architecture.md#llm-layer allows for unit tests); the real vLLM
+counts are checked end to end in ``tests/e2e/test_ela_run.py``.
 """
 
 from __future__ import annotations

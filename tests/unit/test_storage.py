@@ -28,7 +28,7 @@ def test_every_catalog_table_has_one_schema():
     expected = {"entities", "aliases", "labels", "claims", "properties", "articles", "passages", "redirects",
                 "rejects", "questions", "predictions", "metrics", "runs"}
     assert expected <= set(SCHEMAS)
-    # DESIGN.md §2 minimum columns are a contract
+    # docs/architecture.md#storage-contracts minimum columns are a contract
     assert {"qid", "label", "description", "aliases", "enwiki_title", "sitelinks", "instance_of"} <= set(
         SCHEMAS["entities"].names)
     assert {"subject", "property", "object_qid", "object_value", "datatype", "rank"} <= set(SCHEMAS["claims"].names)
