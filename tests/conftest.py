@@ -200,22 +200,33 @@ def _orphaned_servers() -> list:
     # every step of the wall clock, so a process started after this one can read as older than _SESSION_START
     # (a probe went unseen once in `make test`, its nested session finding nothing: of this check's conditions
     # only that one depends on the clock). The tag alone is exact.
+    trace = os.environ.get("LINKEDQA_TEST_LEAK_TRACE")  # a file: what the guard looked at, for the harness test
+    seen = []
     for p in psutil.process_iter(["pid", "ppid", "cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
         if p.pid == os.getpid():
             continue
         if venv in cmd and ("uvicorn" in cmd or "oxigraph" in cmd):
             try:
-                if p.environ().get("LINKEDQA_TEST_SESSION") != _SESSION_TAG:
-                    continue
-            except psutil.Error:
+                tag = p.environ().get("LINKEDQA_TEST_SESSION")
+            except psutil.Error as exc:
+                seen.append(f"{p.pid}: environ unreadable {exc!r}")
+                continue
+            if tag != _SESSION_TAG:
+                seen.append(f"{p.pid}: tag {tag!r} is not this session's {_SESSION_TAG!r}")
                 continue
             try:
                 parent = psutil.Process(p.info["ppid"])
-                if parent.pid == 1 or venv not in " ".join(parent.cmdline()):
+                parent_cmd = " ".join(parent.cmdline())
+                seen.append(f"{p.pid}: ppid {parent.pid} {parent_cmd[:80]!r}")
+                if parent.pid == 1 or venv not in parent_cmd:
                     out.append(p)
-            except psutil.Error:
+            except psutil.Error as exc:
+                seen.append(f"{p.pid}: parent {p.info['ppid']} unreadable {exc!r}")
                 out.append(p)
+    if trace:
+        with open(trace, "a") as f:
+            f.write(f"guard in pid {os.getpid()} (tag {_SESSION_TAG}): " + ("; ".join(seen) or "nothing") + "\n")
     return out
 
 

@@ -16,7 +16,6 @@ import ast
 import difflib
 import re
 import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +24,8 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 WRITE_HINT = "python -m tests.readme_sections --write"
 WIDTH = 116
+#: Usage lines of the CLI reference: what the docs site shows without a scroll bar.
+CLI_WIDTH = 76
 
 
 # ------------------------------------------------------------------------------------------------- markers
@@ -131,10 +132,10 @@ def _option_line(action: argparse.Action) -> tuple[str, str]:
     return inv, text
 
 
-def _wrap(first: str, rest_indent: int, words: list[str]) -> list[str]:
+def _wrap(first: str, rest_indent: int, words: list[str], width: int = WIDTH) -> list[str]:
     lines, cur = [], first
     for w in words:
-        if len(cur) + 1 + len(w) > WIDTH and cur.strip():
+        if len(cur) + 1 + len(w) > width and cur.strip():
             lines.append(cur)
             cur = " " * rest_indent + w
         else:
@@ -165,7 +166,8 @@ def command_paths() -> set[tuple[str, ...]]:
 
 
 def cli_reference() -> str:
-    """Usage line, summary and options of every ``linkedqa`` command, from ``flows.cli.build_parser()``."""
+    """Every ``linkedqa`` command from ``flows.cli.build_parser()``: a heading, its summary, its usage line and a
+    table of its arguments (wrapped for the docs page's width)."""
     from flows.cli import build_parser
 
     parser = build_parser()
@@ -175,22 +177,18 @@ def cli_reference() -> str:
                    if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)]
         prog = " ".join(["linkedqa", *path]) if path else "linkedqa"
         if not path:
-            usage = [f"{prog} [-v] COMMAND ...", "# " + (parser.description or "")]
-            opts = [_option_line(a) for a in actions]
+            usage = [f"{prog} [-v] COMMAND ..."]
+            summary = parser.description or ""
         else:
-            usage = _wrap(prog, len(prog) + 1, [_usage_item(a) for a in actions])
-            usage += ["    # " + line for line in textwrap.wrap(summary, WIDTH - 6)] if summary else []
-            opts = [_option_line(a) for a in actions]
-        opts = [(inv, text) for (inv, text), a in zip(opts, actions, strict=True) if a.option_strings or text]
-        col = min(max((len(i) for i, _ in opts), default=0), 34)
-        lines = list(usage)
-        for inv, text in opts:
-            if len(inv) > col:
-                lines.append(f"    {inv}")
-                inv = ""
-            lines += _wrap(f"    {inv:<{col}}  ", 4 + col + 2, text.split()) if text else [f"    {inv}"]
-        blocks.append("\n".join(line.rstrip() for line in lines))
-    return "```text\n" + "\n\n".join(blocks) + "\n```"
+            usage = _wrap(prog, len(prog) + 1, [_usage_item(a) for a in actions], width=CLI_WIDTH)
+        opts = [(inv, text) for (inv, text), a in zip([_option_line(a) for a in actions], actions, strict=True)
+                if a.option_strings or text]
+        lines = [f"### `{prog}`", "", _md(summary) if summary else "", "", "```text", *usage, "```"]
+        if opts:
+            lines += ["", "| argument | meaning |", "|---|---|"]
+            lines += [f"| `{inv}` | {_md(text)} |" for inv, text in opts]
+        blocks.append("\n".join(line.rstrip() for line in lines if line is not None))
+    return "\n\n".join(b.replace("\n\n\n", "\n\n") for b in blocks)
 
 
 # ------------------------------------------------------------------------------------------------- index folders

@@ -18,5 +18,7 @@ def test_leaves_an_orphaned_server_behind() -> None:
     spawn = ("import os, subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', "
              "'uvicorn-leak-probe'], start_new_session=True); f = os.environ.get('LEAK_PROBE_PID_FILE'); "
              "f and open(f, 'w').write(str(p.pid))")
+    # the tag this test's process gives the probe (the session guard compares it with its own)
+    print(f"test pid {os.getpid()} tag {os.environ.get('LINKEDQA_TEST_SESSION')}")
     subprocess.run([sys.executable, "-c", spawn], check=True)  # its parent exits at once: an orphan
     assert os.environ.get("LEAK_PROBE_PID_FILE") is None or os.path.getsize(os.environ["LEAK_PROBE_PID_FILE"])

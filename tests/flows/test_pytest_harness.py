@@ -76,12 +76,15 @@ def test_a_server_left_running_on_an_xdist_worker_fails_the_run(tmp_path: Path) 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     pid_file = tmp_path / "probe.pid"
     # the probe sleeps and never goes by itself: the guard's grace period for a leaked server would only add 30 s
-    env.update(LINKEDQA_HOME=str(tmp_path / "wh"), LINKEDQA_TEST_LEAK_GRACE_S="2", LEAK_PROBE_PID_FILE=str(pid_file))
+    trace = tmp_path / "guard.log"
+    env.update(LINKEDQA_HOME=str(tmp_path / "wh"), LINKEDQA_TEST_LEAK_GRACE_S="2", LEAK_PROBE_PID_FILE=str(pid_file),
+               LINKEDQA_TEST_LEAK_TRACE=str(trace))
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider",
                           "--timeout=120", str(ROOT / "tests" / "flows" / "leak_probe.py")], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     try:
-        seen = f"{_describe(pid_file)}\n{out.stdout[-3000:]}"
+        guard = trace.read_text() if trace.is_file() else "no guard trace"
+        seen = f"{_describe(pid_file)}\n{guard}\n{out.stdout[-3000:]}"
         assert out.returncode == 1, seen
         assert "1 passed" in out.stdout and "servers left running by the tests" in out.stdout, seen
         assert "uvicorn-leak-probe" in out.stdout
