@@ -51,8 +51,19 @@ def test_a_killed_pytest_takes_its_prefect_server_along(tmp_path: Path, sig):
             proc.wait(timeout=10)
 
 
-def _probes() -> list:
-    return [p for p in psutil.process_iter(["cmdline"]) if "uvicorn-leak-probe" in " ".join(p.info["cmdline"] or [])]
+def _probe(pid_file: Path) -> psutil.Process | None:
+    """This test's own probe, by the pid its spawner wrote, while it runs; None once it is gone.
+
+    Only this pid: another pytest on the machine (a second ``make test``) runs this test too, and matching every
+    ``uvicorn-leak-probe`` command line would kill that session's probe before its guard looked.
+    """
+    if not pid_file.is_file() or not pid_file.read_text():
+        return None
+    try:
+        p = psutil.Process(int(pid_file.read_text()))
+        return p if "uvicorn-leak-probe" in " ".join(p.cmdline()) else None
+    except psutil.Error:
+        return None
 
 
 def _describe(pid_file: Path) -> str:
@@ -88,7 +99,8 @@ def test_a_server_left_running_on_an_xdist_worker_fails_the_run(tmp_path: Path) 
         assert out.returncode == 1, seen
         assert "1 passed" in out.stdout and "servers left running by the tests" in out.stdout, seen
         assert "uvicorn-leak-probe" in out.stdout
-        assert not _probes()
+        assert _probe(pid_file) is None, "the guard did not kill the probe"
     finally:
-        for p in _probes():
-            p.kill()
+        leftover = _probe(pid_file)
+        if leftover is not None:
+            leftover.kill()
