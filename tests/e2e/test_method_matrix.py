@@ -7,7 +7,8 @@ registered dataset of its task kind and is checked for:
 
 * exit status 0, the run id on the last line;
 * one prediction per planned question;
-* every metric of the family the table names (``Method.family_for``, ``tasks.metrics.runs.FAMILIES``) stored;
+* every metric of the family the table names (``Method.family_for``, ``tasks.metrics.runs.FAMILIES``) stored, and
+  equal to what ``linkedqa eval`` recomputes from the stored predictions (``recompute_metrics``);
 * no item error that the code caused (:data:`CODE_ERROR`). A model's wrong or unparseable answer is an item
   error too, and allowed: the embedded 0.5B model often writes one.
 
@@ -179,6 +180,13 @@ def test_pair_runs_through_the_cli(matrix_env: tuple[Path, str], method: str, ta
     family = cls.family_for(task)
     stored = {m for (m,) in _rows(rdir / "metrics", "SELECT metric FROM read_parquet($PARTS)")}
     assert set(FAMILIES[family]) <= stored, f"{family} metrics missing: {set(FAMILIES[family]) - stored}"
+
+    from tasks.runs.execute import recompute_metrics  # heavy: the run machinery
+
+    recomputed, rows = recompute_metrics(run_id, home)
+    stored_by = {r["metric"]: r["value"] for r in rows}
+    assert {r["metric"]: r["value"] for r in recomputed} == pytest.approx(
+        {r["metric"]: stored_by[r["metric"]] for r in recomputed}, nan_ok=True)
 
     code_errors = [(q, e) for q, e in preds if e and CODE_ERROR.search(e)]
     assert not code_errors, code_errors
