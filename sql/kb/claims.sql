@@ -6,6 +6,9 @@
 -- 9.6 s for 13.9 M staged claims (the claims of 1 M entities, 2 GB memory limit, 2 cores), and it grew faster
 -- than linearly (kb build's merge: 4.8 s at 300k entities, 39.7 s at 1 M in make bench-scale). Same rows as the
 -- STRUCT form on the sample's staged claims from every source (tests/unit/test_kb_merge_rule.py).
+-- The rank is the exception: within the richest source, the strongest rank (preferred, then truthy, normal,
+-- deprecated), as a statement stated twice with two ranks is truthy by its better one (Wikidata's truthy rule);
+-- its key carries the strength as a second character.
 -- Read from stg_claims_paired: the staged claims with coordinate halves joined (sql/kb/stg_claims_paired.sql).
 SELECT
     subject,
@@ -13,7 +16,8 @@ SELECT
     object_qid,
     object_value,
     substr(min(chr(48 + prio) || datatype), 2) AS datatype,
-    substr(min(chr(48 + prio) || "rank"), 2) AS "rank",
+    substr(min(chr(48 + prio) || chr(48 + CASE "rank" WHEN 'preferred' THEN 0 WHEN 'truthy' THEN 1
+        WHEN 'normal' THEN 2 WHEN 'deprecated' THEN 3 ELSE 4 END) || "rank"), 3) AS "rank",
     substr(min(chr(48 + prio) || source), 2) AS source
 FROM stg_claims_paired
 GROUP BY subject, property, object_qid, object_value

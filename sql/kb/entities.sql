@@ -1,5 +1,5 @@
 -- One row per qid: each field from the richest source that has it; aliases and instance_of from the
--- merged aliases and claims tables; source = the richest source that contributed to the row. Sources of the same
+-- merged aliases and claims tables (instance_of: the non-deprecated P31 values); source = the richest source that contributed to the row. Sources of the same
 -- priority (e.g. two dumps) are tie-broken by the value itself, so the result never depends on file or thread order.
 -- Each field is arg_min(x, (prio, x)) computed as min(chr(48 + prio) || x) without its first character, as in
 -- claims.sql (why, and the measurements, there): DuckDB's arg_min over a STRUCT key is its slow generic path.
@@ -25,7 +25,7 @@ al AS (
 p31 AS (
     SELECT subject AS qid, list(DISTINCT object_qid ORDER BY object_qid) AS instance_of
     FROM kb_claims
-    WHERE property = 'P31' AND object_qid IS NOT NULL
+    WHERE property = 'P31' AND object_qid IS NOT NULL AND coalesce("rank", 'normal') <> 'deprecated'
     GROUP BY subject
 )
 SELECT

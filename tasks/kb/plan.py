@@ -19,8 +19,9 @@ from storage.manifest import config_hash, file_fingerprint
 from tasks.dumps.base import Shard, byte_shardable, byte_shards, is_compressed
 
 # Bump when readers or merge rules change what a build produces (invalidates old versions' hashes).
-BUILD_FORMAT = 3  # 2: merge ties between sources of one priority broken by value, not file/thread order;
-# 3: LitWD coordinate halves (P625_Latitude / P625_Longtiude) joined into one globe-coordinate claim
+BUILD_FORMAT = 4  # 2: merge ties between sources of one priority broken by value, not file/thread order;
+# 3: LitWD coordinate halves (P625_Latitude / P625_Longtiude) joined into one globe-coordinate claim;
+# 4: a claim stated with two ranks keeps the stronger; instance_of leaves deprecated P31 values out
 
 # Lower = richer source; used to pick one row per qid on merge.
 SOURCE_PRIORITY = {

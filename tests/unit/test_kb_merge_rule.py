@@ -1,18 +1,18 @@
 """The claims, entities, labels, title map, articles and passages merges (``sql/kb/claims.sql``, ``entities.sql``,
 ``labels.sql``, ``title_map.sql``, ``articles.sql``, ``passages.sql``) keep the rule they had, in a form that scales.
 
-The claims rule: one row per (subject, property, object_qid, object_value); its datatype, rank and source each from the
-richest source (lowest ``prio``) that has a value, ties broken by the smallest value (DuckDB's ``arg_min`` skips
-rows whose value is NULL). Until the merge was measured at
-1 M entities (``make bench-scale``) it was written ``arg_min(x, (prio, x))``, which DuckDB evaluates by its slow
-generic STRUCT comparison (2.9x slower at 13.9 M claims, and worse than linear). ``STRUCT_RULE`` below is that
-form, kept here as the reference the new SQL is compared with; ``STRUCT_ENTITIES`` is ``entities.sql`` as it was
-(one row per qid, each field by the same rule); ``STRUCT_LABELS`` and ``STRUCT_TITLE_MAP`` are ``labels.sql``
-(ties broken by length, then text) and ``title_map.sql`` as they were; ``WINDOW_ARTICLES`` is ``articles.sql`` as
-it was (a window and two joins over whole rows, texts included, which ran out of 2 GB at 1 M entities).
-``WINDOW_PASSAGES`` is the rule ``passages.sql`` had as ``DISTINCT ON (passage_id)`` (which kept an arbitrary row of
-an id staged twice), with the
-row it keeps now made definite, written the plain way: a window over every row.
+The claims rule: one row per (subject, property, object_qid, object_value); its datatype, rank and source each from
+the richest source (lowest ``prio``) that has a value, ties broken by the smallest value (DuckDB's ``arg_min`` skips
+rows whose value is NULL), except the rank's ties, broken by strength (preferred, truthy, normal, deprecated). Until
+the merge was measured at 1 M entities (``make bench-scale``) it was written ``arg_min(x, (prio, x))``, which DuckDB
+evaluates by its slow generic STRUCT comparison (2.9x slower at 13.9 M claims, and worse than linear).
+``STRUCT_RULE`` below is that form, kept here as the reference the new SQL is compared with; ``STRUCT_ENTITIES`` is
+``entities.sql`` as it was (one row per qid, each field by the same rule); ``STRUCT_LABELS`` and
+``STRUCT_TITLE_MAP`` are ``labels.sql`` (ties broken by length, then text) and ``title_map.sql`` as they were;
+``WINDOW_ARTICLES`` is ``articles.sql`` as it was (a window and two joins over whole rows, texts included, which ran
+out of 2 GB at 1 M entities). ``WINDOW_PASSAGES`` is the rule ``passages.sql`` had as ``DISTINCT ON (passage_id)``
+(which kept an arbitrary row of an id staged twice), with the row it keeps now made definite, written the plain way:
+a window over every row.
 
 The real-data tests share one staging of every sample input, as ``kb build --sample`` stages them.
 """
@@ -31,7 +31,8 @@ from tasks.kb.stage import stage_shard
 STRUCT_RULE = """
 SELECT subject, property, object_qid, object_value,
     arg_min(datatype, (prio, datatype)) AS datatype,
-    arg_min("rank", (prio, "rank")) AS "rank",
+    arg_min("rank", (prio, CASE "rank" WHEN 'preferred' THEN 0 WHEN 'truthy' THEN 1 WHEN 'normal' THEN 2
+                     WHEN 'deprecated' THEN 3 ELSE 4 END, "rank")) AS "rank",
     arg_min(source, (prio, source)) AS source
 FROM stg_claims_paired
 GROUP BY subject, property, object_qid, object_value
@@ -62,7 +63,7 @@ al AS (
 p31 AS (
     SELECT subject AS qid, list(DISTINCT object_qid ORDER BY object_qid) AS instance_of
     FROM kb_claims
-    WHERE property = 'P31' AND object_qid IS NOT NULL
+    WHERE property = 'P31' AND object_qid IS NOT NULL AND coalesce("rank", 'normal') <> 'deprecated'
     GROUP BY subject
 )
 SELECT
