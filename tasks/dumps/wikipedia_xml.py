@@ -183,8 +183,15 @@ def _drop_blocks(text: str) -> str:
     return "".join(out)
 
 
+_SECTION_HEADING = re.compile(r"^=+[^=].*=+\s*$")
+
+
 def _drop_tables(text: str) -> str:
-    """Remove ``{| ... |}`` tables (nested ones included) line by line."""
+    """Remove ``{| ... |}`` tables (nested ones included) line by line.
+
+    A table ends at its ``|}``, and every open table ends at an HTML ``</table>`` or at the next section heading
+    (``== ... ==``, kept): an unclosed or HTML-closed table never swallows the rest of the page.
+    """
     if "{|" not in text:
         return text
     out: list[str] = []
@@ -197,6 +204,11 @@ def _drop_tables(text: str) -> str:
         if depth:
             if s.startswith("|}"):
                 depth -= 1
+            elif "</table>" in s.lower():
+                depth = 0
+            elif _SECTION_HEADING.match(s):
+                depth = 0
+                out.append(line)
             continue
         out.append(line)
     return "\n".join(out)
@@ -565,6 +577,11 @@ def read_wikipedia_xml(path: Path | str, shard: Shard = Shard(), source: str | N
             continue
         qid = lookup(title)
         toks = text.split()  # once: n_words and the passages
+        if not toks and page["text"].split():
+            # markup removal left nothing of a page that had text: counted, not published as an empty article
+            yield reject(path, f"no text left after markup removal ({len(page['text'].split())} words of wikitext)",
+                         title, offset, None, STAGE)
+            continue
         yield "articles", {"page_id": page_id, "title": title, "qid": qid, "lead": lead, "text": text,
                            "n_words": len(toks), "source": src}
         yield from _passage_rows(page_id, title, qid, toks, passage_words)

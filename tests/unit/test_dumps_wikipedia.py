@@ -336,3 +336,58 @@ def test_unclosed_markup_costs_linear_time(junk: str) -> None:
 def test_malformed_closing_tag_closes_nothing() -> None:
     text, _ = wikitext_to_plain('A b c d e.<ref>{{x| one</ref name"n"> two}}</ref> F g h i j.')
     assert text == "A b c d e. F g h i j."
+
+
+def _real_table_page(data_root: Path) -> tuple[str, str]:
+    """``(title, wikitext)`` of the first page of the real table-markup export that has a ``{| ... |}`` table
+    followed by prose."""
+    root = ET.parse(bz2.open(data_root / XML_DIR / TABLES)).getroot()
+    ns = root.tag.split("}")[0] + "}"
+    for page in root.iter(ns + "page"):
+        text = page.find(f"{ns}revision/{ns}text").text or ""
+        if "\n{|" in text and "\n|}" in text:
+            return page.find(ns + "title").text, text
+    raise AssertionError("no page with a table in the table-markup sample")
+
+
+def test_an_html_closed_table_opened_twice_does_not_swallow_the_page(data_root: Path) -> None:
+    """A real page whose first table opens with ``{|`` twice and closes with ``</table>`` (as exports of other
+    wikis have it) keeps the prose after the table; before, everything after it was dropped."""
+    _title, text = _real_table_page(data_root)
+    start = text.index("\n{|")
+    end = text.index("\n|}", start)
+    after = text[end + 3:]
+    broken = text[:start] + "\n{|\n" + text[start + 1:end] + "\n</table>" + after
+    want, _ = wikitext_to_plain(text)
+    got, _ = wikitext_to_plain(broken)
+    tail = wikitext_to_plain(after)[0].split()[-12:]
+    assert len(tail) == 12 and " ".join(tail) in " ".join(got.split())
+    assert len(got.split()) >= 0.9 * len(want.split())
+
+
+def test_an_unclosed_table_ends_at_the_next_section(data_root: Path) -> None:
+    _title, text = _real_table_page(data_root)
+    start = text.index("\n{|")
+    end = text.index("\n|}", start)
+    unclosed = text[:end] + "\n== Aftermath ==\nThe rest of the article is prose that must stay.\n"
+    got, _ = wikitext_to_plain(unclosed)
+    assert "Aftermath" in got and "The rest of the article is prose that must stay." in got
+
+
+def test_a_page_left_without_text_is_a_reject(data_root: Path, tmp_path: Path) -> None:
+    """A page whose wikitext is all markup (here a real page's table alone) is counted as a reject with its
+    word count, not published as an empty article."""
+    title, text = _real_table_page(data_root)
+    start = text.index("\n{|")
+    end = text.index("\n|}", start)
+    from xml.sax.saxutils import escape
+
+    xml = (f'<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/"><page><title>{escape(title)}</title>'
+           f"<ns>0</ns><id>7</id><revision><id>1</id><text>{escape(text[start + 1:end + 3])}</text></revision>"
+           "</page></mediawiki>")
+    path = tmp_path / "only-a-table.xml"
+    path.write_text(xml)
+    rows = _by_table(read_wikipedia_xml(path))
+    assert "articles" not in rows and "passages" not in rows
+    [rej] = rows["rejects"]
+    assert rej["snippet"] == title and re.match(r"no text left after markup removal \(\d+ words", rej["reason"])
