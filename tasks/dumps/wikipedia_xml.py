@@ -7,14 +7,16 @@ optional title -> QID mapping (dict or callable, e.g. ``tasks.dumps.triples.load
 Outputs (``(table, row)`` pairs with the columns of ``storage.schemas``):
     * ``redirects`` (title, target) for redirect pages;
     * ``articles`` (page_id, title, qid, lead, text, n_words, source) for the other pages: ``text`` is plain
-      text (templates, ``<ref>``s and other invisible tags, tables, comments, File:/Image:/Category: links and
-      interlanguage links dropped; wikilink and external-link text kept; headings kept as their own lines;
+      text (templates, ``<ref>``s and other invisible tags, tables, comments, File/Media/Category links, named
+      in English or in the wiki's own language (its ``<siteinfo><namespaces>``), and interlanguage links
+      dropped; wikilink and external-link text kept; headings kept as their own lines;
       trailing reference-like sections such as "References", "External links", "See also" dropped),
       ``lead`` is the first paragraph of the plain text with at least ``LEAD_MIN_WORDS`` words;
     * ``passages`` (passage_id ``"<page_id>-<i>"``, page_id, title, qid, text): consecutive windows of
       ``passage_words`` whitespace-separated words of ``text`` (the last one may be shorter);
     * ``rejects`` for a broken page (missing/invalid ``<id>``, no ``<text>``, wikitext the cleaner cannot
-      handle), with the byte offset of its ``<page>`` tag in the decompressed stream and its title.
+      handle, wikitext that leaves no text), with the byte offset of its ``<page>`` tag in the decompressed
+      stream and its title.
 
 The wikitext -> text conversion is a fixed sequence of C-level passes (``re.sub``/``str.replace``) over the
 page: drop comments, invisible tag blocks, templates (innermost first) and tables; replace wikilinks by their
@@ -26,7 +28,8 @@ on the bench input (``tests/bench/bench_wikipedia.py``). On the 112 real sample 
 identical and 102 texts too; the other 10 now decode ``&nbsp;``/``&ndash;``, drop ``__TOC__``, keep a
 definition list's ``;term: definition`` on one line and have fewer empty lines.
 
-Only pages in ``namespaces`` (default: the article namespace 0) are emitted. A truncated or corrupt compressed
+Only pages in ``namespaces`` (default: the article namespace 0) are emitted; a page without ``<ns>`` takes the
+namespace its title's prefix names (``Talk:X``: 1), as MediaWiki resolves titles. A truncated or corrupt compressed
 stream, or XML that is not well formed, raises ``DumpError`` naming the file and the decompressed byte offset.
 
 Parsing is streamed with expat (the parser under ``xml.etree.ElementTree.iterparse``) driven directly: one
@@ -54,6 +57,7 @@ Sharding, two ways; either way the shards' outputs tile the file's output:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
 from html import unescape as _html_unescape
@@ -75,6 +79,17 @@ _DROP_TAGS = frozenset({
     "script",
 })
 _DROP_LINK_NS = frozenset({"file", "image", "category", "media"})
+#: Namespaces whose links are dropped from the text (their local names come from the dump's siteinfo).
+_DROP_LINK_KEYS = frozenset({-2, 6, 14})  # Media, File, Category
+#: MediaWiki's canonical (English) namespace names, valid on every wiki whatever its language, plus the
+#: ``Image`` alias of File; a dump's ``<siteinfo><namespaces>`` adds the wiki's own names.
+CANONICAL_NAMESPACES: dict[str, int] = {
+    "media": -2, "special": -1, "talk": 1, "user": 2, "user talk": 3, "project": 4, "project talk": 5,
+    "file": 6, "image": 6, "file talk": 7, "image talk": 7, "mediawiki": 8, "mediawiki talk": 9, "template": 10,
+    "template talk": 11, "help": 12, "help talk": 13, "category": 14, "category talk": 15,
+}
+_SITEINFO_HEAD = 1 << 20  # bytes read for <siteinfo> (it precedes the first page; a few KB in real exports)
+_NAMESPACE = re.compile(rb"<namespace\b[^>]*\bkey=\"(-?\d+)\"[^>]*>([^<]*)</namespace>")
 _INTERLANG = re.compile(r"[a-z]{2,3}(?:-[a-z]+)*\Z")
 _TAIL_SECTIONS = frozenset({
     "references", "external links", "see also", "notes", "further reading", "bibliography", "sources",
@@ -232,29 +247,33 @@ def prestrip(wikitext: str) -> str:
     return _drop_tables(text)
 
 
-def _link(m: re.Match) -> str:
-    """Visible text of one innermost ``[[title|text]]`` link ("" for File:/Category:/interlanguage links)."""
+def _link(m: re.Match, drop: frozenset[str] = _DROP_LINK_NS) -> str:
+    """Visible text of one innermost ``[[title|text]]`` link ("" for File:/Category:/interlanguage links).
+
+    ``drop``: the lower-cased namespace names whose links are dropped.
+    """
     title, text = m.group(1), m.group(2)
     if ":" in title:
         t = title.strip()
         lead = t.startswith(":")
         prefix = t.lstrip(":").partition(":")[0].strip().lower()
-        if not lead and (prefix in _DROP_LINK_NS or (text is None and _INTERLANG.match(prefix))):
+        if not lead and (prefix in drop or (text is None and _INTERLANG.match(prefix))):
             return ""
     return title.strip().lstrip(":") if text is None else text
 
 
-def _links(text: str) -> str:
+def _links(text: str, drop: frozenset[str] = _DROP_LINK_NS) -> str:
     """Replace wikilinks by their visible text, innermost first (a File: caption's links, then the File: link)."""
+    sub = _link if drop == _DROP_LINK_NS else functools.partial(_link, drop=drop)
     while "[[" in text:
-        new = _WIKILINK.sub(_link, text)
+        new = _WIKILINK.sub(sub, text)
         if new == text:
             break
         text = new
     return text
 
 
-def _render(wikitext: str) -> str:
+def _render(wikitext: str, drop: frozenset[str] = _DROP_LINK_NS) -> str:
     """Wikitext -> visible text lines (a heading as a line starting with NUL), before paragraph assembly.
 
     Every step is one C-level pass (``re.sub``/``str.replace``) over the page, skipped when the page lacks the
@@ -262,7 +281,7 @@ def _render(wikitext: str) -> str:
     """
     text = prestrip(wikitext)
     if "[[" in text:
-        text = _links(text)
+        text = _links(text, drop)
     if "[" in text:
         text = _EXT_LINK.sub(_ext_text, text)
     if "://" in text:
@@ -304,17 +323,19 @@ def _ext_text(m: re.Match) -> str:
     return m.group(1) or ""
 
 
-def wikitext_to_plain(wikitext: str) -> tuple[str, str]:
+def wikitext_to_plain(wikitext: str, drop_link_ns: frozenset[str] = _DROP_LINK_NS) -> tuple[str, str]:
     """Convert wikitext to plain text and its lead paragraph.
 
     Args:
         wikitext: Raw page wikitext.
+        drop_link_ns: Lower-cased namespace names whose links are dropped (default: the English File, Image,
+            Category and Media; :func:`drop_link_names` adds a dump's own names).
 
     Returns:
         ``(text, lead)``: paragraphs separated by blank lines (headings on their own lines), and the first
         paragraph of at least ``LEAD_MIN_WORDS`` words (``""`` when there is none).
     """
-    raw = _render(wikitext)
+    raw = _render(wikitext, drop_link_ns)
     if " " in raw:
         raw = raw.replace(" ,", ",").replace(" .", ".").replace(" ;", ";")
     paragraphs: list[str] = []
@@ -466,6 +487,38 @@ def _first_page(fh, start: int) -> tuple[int, bytes] | None:
         buf = buf[-keep:]
 
 
+def site_namespaces(path: Path) -> dict[str, int]:
+    """Namespace names of a dump (lower-cased name -> key): the canonical English ones and the wiki's own.
+
+    The wiki's own come from its ``<siteinfo><namespaces>`` (``Kategoreja`` -> 14 in a Latgalian dump), read
+    from the head of the file whatever the shard (``<siteinfo>`` precedes the first page); an export without
+    siteinfo has the canonical names only.
+    """
+    names = dict(CANONICAL_NAMESPACES)
+    try:
+        with open_shard(path, Shard()) as fh:
+            head = fh.read(_SITEINFO_HEAD)
+    except (EOFError, OSError, ValueError):
+        return names  # the page reader reports the unreadable file with its offset
+    head = head.split(b"</siteinfo>", 1)[0] if b"</siteinfo>" in head else head.split(_PAGE_TAG, 1)[0]
+    for key, name in _NAMESPACE.findall(head):
+        text = _html_unescape(name.decode("utf-8", "replace")).strip().replace("_", " ").lower()
+        if text:
+            names[text] = int(key)
+    return names
+
+
+def drop_link_names(names: Mapping[str, int]) -> frozenset[str]:
+    """The namespace names (lower-cased) whose links carry no text: Media, File (and Image), Category."""
+    return frozenset(n for n, key in names.items() if key in _DROP_LINK_KEYS)
+
+
+def title_namespace(title: str, names: Mapping[str, int]) -> int:
+    """The namespace of a page told by its title's prefix (``Talk:X`` -> 1), for exports without ``<ns>``."""
+    prefix, colon, _ = title.partition(":")
+    return names.get(prefix.strip().replace("_", " ").lower(), 0) if colon else 0
+
+
 def _pages(path: Path, shard: Shard) -> Iterator[dict]:
     parser = expat.ParserCreate()
     col = _PageCollector(parser)
@@ -538,13 +591,15 @@ def read_wikipedia_xml(path: Path | str, shard: Shard = Shard(), source: str | N
         lookup = title_to_qid.get
     else:
         lookup = title_to_qid
+    names = site_namespaces(path)
+    drop = drop_link_names(names)
     for page in _pages(path, shard):
         if not page["keep"]:
             continue
         title = (page["title"] or "").strip()
         offset = page["offset"]
         try:
-            ns = int(page["ns"]) if page["ns"] is not None else 0
+            ns = int(page["ns"]) if page["ns"] is not None else title_namespace(title, names)
         except ValueError:
             yield reject(path, f"invalid <ns> {page['ns']!r}", title, offset, None, STAGE)
             continue
@@ -570,7 +625,7 @@ def read_wikipedia_xml(path: Path | str, shard: Shard = Shard(), source: str | N
             yield reject(path, "page without revision <text>", title, offset, None, STAGE)
             continue
         try:
-            text, lead = wikitext_to_plain(page["text"])
+            text, lead = wikitext_to_plain(page["text"], drop)
         except Exception as exc:  # noqa: BLE001 - any parser failure quarantines the page
             yield reject(path, f"unparsable wikitext: {type(exc).__name__}: {exc}", title, offset, None,
                          STAGE)

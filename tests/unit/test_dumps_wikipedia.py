@@ -391,3 +391,44 @@ def test_a_page_left_without_text_is_a_reject(data_root: Path, tmp_path: Path) -
     assert "articles" not in rows and "passages" not in rows
     [rej] = rows["rejects"]
     assert rej["snippet"] == title and re.match(r"no text left after markup removal \(\d+ words", rej["reason"])
+
+
+def _localised_sample(data_root: Path, tmp_path: Path, file_ns: str, category_ns: str, talk_ns: str,
+                      drop_ns: bool = False) -> Path:
+    """The real sample export as another wiki writes it: its siteinfo's File, Category and Talk namespaces renamed,
+    the article "Accessibility" given a File link with a caption and a Category link in those names (as in
+    ``[[Fails:Plants.jpg|thumb|250px|Augoji]]`` of a Latgalian dump), and with ``drop_ns`` no ``<ns>`` elements and
+    the article "Computer accessibility" retitled as a Talk page."""
+    xml = bz2.open(data_root / XML_DIR / SAMPLE).read().decode()
+    xml = xml.replace('case="first-letter">File</namespace>', f'case="first-letter">{file_ns}</namespace>')
+    xml = xml.replace('case="first-letter">Category</namespace>', f'case="first-letter">{category_ns}</namespace>')
+    xml = xml.replace('case="first-letter">Talk</namespace>', f'case="first-letter">{talk_ns}</namespace>')
+    i = xml.index("<title>Accessibility</title>")
+    j = xml.index(">", xml.index("<text", i)) + 1  # at the top of the article, before any tail section
+    xml = xml[:j] + f"[[{file_ns}:Plants.jpg|thumb|250px|Augoji]]\n[[{category_ns}:Albaneja]]\n" + xml[j:]
+    if drop_ns:
+        xml = re.sub(r"\s*<ns>\d+</ns>", "", xml)
+        xml = xml.replace("<title>Computer accessibility</title>", f"<title>{talk_ns}:Computer accessibility</title>")
+    path = tmp_path / "localised.xml"
+    path.write_text(xml)
+    return path
+
+
+@pytest.mark.parametrize(("file_ns", "category_ns", "talk_ns"), [("Fails", "Kategoreja", "Sprīža"),
+                                                                  ("Файл", "Категория", "Беседа")],
+                         ids=["latgalian", "bulgarian"])
+def test_file_and_category_links_in_the_wikis_own_language_are_dropped(data_root: Path, tmp_path: Path, file_ns,
+                                                                        category_ns, talk_ns) -> None:
+    path = _localised_sample(data_root, tmp_path, file_ns, category_ns, talk_ns)
+    [article] = [r for r in _by_table(read_wikipedia_xml(path))["articles"] if r["title"] == "Accessibility"]
+    for leftover in (category_ns, "Albaneja", "thumb", "250px", "Augoji", "Plants.jpg"):
+        assert leftover not in article["text"], leftover
+
+
+def test_an_export_without_ns_takes_the_namespace_from_the_title(data_root: Path, tmp_path: Path) -> None:
+    path = _localised_sample(data_root, tmp_path, "Fails", "Kategoreja", "Sprīža", drop_ns=True)
+    rows = _by_table(read_wikipedia_xml(path))
+    titles = {r["title"] for r in rows["articles"]}
+    assert "Accessibility" in titles and not any(t.startswith("Sprīža:") for t in titles)
+    talk = [r for r in rows["articles"] if "Computer accessibility" in r["title"]]
+    assert talk == []  # a Talk page, in the wiki's own name for it, is not an article
