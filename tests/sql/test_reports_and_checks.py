@@ -199,7 +199,7 @@ def test_print_report_prints_every_view(warehouse):
     assert len(starts) == len(_view(warehouse["con"], "efficiency")[0])
     for line in (header, *body):  # every column starts where its rule segment starts: cells never overflow
         assert all(s == 0 or s > len(line) or line[s - 1] == " " for s in starts), line
-    with pytest.raises(KeyError, match="unknown report view"):
+    with pytest.raises(LookupError, match="unknown report view"):
         print_report(warehouse["con"], ["no_such_view"], out=io.StringIO())
 
 

@@ -305,7 +305,9 @@ def test_claims_merge_rule_on_nulls_and_priorities_beyond_ascii() -> None:
     rows, only_ref, only_new = _same_rows(con)
     assert (rows, only_ref, only_new) == (4, 0, 0)
     got = con.sql("SELECT property, datatype, \"rank\", source FROM new WHERE subject = 'Q1' ORDER BY 1").fetchall()
-    assert got == [("P1", "wikibase-item", "normal", "a"), ("P2", "quantity", "normal", "z"),
+    # P1: one source states the value as normal and as preferred: the stronger rank; P3: the richest source's rank,
+    # however weak
+    assert got == [("P1", "wikibase-item", "preferred", "a"), ("P2", "quantity", "normal", "z"),
                    ("P3", "string", "deprecated", "early")]
 
 
