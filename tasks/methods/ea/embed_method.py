@@ -53,8 +53,8 @@ class EaEmbedSettings(MethodSettings):
     transliterate: bool = True
 
 
-def embed_config(s: EaEmbedSettings | Any) -> EmbedConfig:
-    """The generator config of a settings object carrying the ``EaEmbedSettings`` fields."""
+def embed_config(s: EaEmbedSettings) -> EmbedConfig:
+    """The generator config of ``ea-embed``'s settings (and ``ea-agent``'s, which extend them)."""
     return EmbedConfig(w_name=s.w_name, w_char=s.w_char, w_neighbour=s.w_neighbour, w_anchor=s.w_anchor,
                        csls=s.csls, csls_k=s.csls_k, transliterate=s.transliterate)
 
