@@ -370,15 +370,12 @@ def render(text: str, names: tuple[str, ...] | None = None) -> str:
     return text
 
 
-def stale_diff(text: str | None = None) -> str:
-    """Unified diff between the files' marked sections and what the code generates ('' when current).
-
-    With ``text``, only that text (README.md's sections) is compared.
-    """
-    files = {"README.md": text} if text is not None else {f: (ROOT / f).read_text() for f in FILES}
+def stale_diff() -> str:
+    """Unified diff between the files' marked sections and what the code generates ('' when current)."""
     out = []
-    for name, old in files.items():
-        new = render(old, FILES[name])
+    for name, names in FILES.items():
+        old = (ROOT / name).read_text()
+        new = render(old, names)
         if new != old:
             out.append("".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), name,
                                                     f"{name} (generated)", n=1)))

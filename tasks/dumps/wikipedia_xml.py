@@ -78,7 +78,6 @@ _DROP_TAGS = frozenset({
     "includeonly", "onlyinclude", "nowiki", "hiero", "categorytree", "inputbox", "style",
     "script",
 })
-_DROP_LINK_NS = frozenset({"file", "image", "category", "media"})
 #: Namespaces whose links are dropped from the text (their local names come from the dump's siteinfo).
 _DROP_LINK_KEYS = frozenset({-2, 6, 14})  # Media, File, Category
 #: MediaWiki's canonical (English) namespace names, valid on every wiki whatever its language, plus the
@@ -88,6 +87,15 @@ CANONICAL_NAMESPACES: dict[str, int] = {
     "file": 6, "image": 6, "file talk": 7, "image talk": 7, "mediawiki": 8, "mediawiki talk": 9, "template": 10,
     "template talk": 11, "help": 12, "help talk": 13, "category": 14, "category talk": 15,
 }
+
+
+def drop_link_names(names: Mapping[str, int]) -> frozenset[str]:
+    """The namespace names (lower-cased) whose links carry no text: Media, File (and Image), Category."""
+    return frozenset(n for n, key in names.items() if key in _DROP_LINK_KEYS)
+
+
+#: The dropped names of a dump without siteinfo: the canonical ones.
+_DROP_LINK_NS = drop_link_names(CANONICAL_NAMESPACES)
 _SITEINFO_HEAD = 1 << 20  # bytes read for <siteinfo> (it precedes the first page; a few KB in real exports)
 _NAMESPACE = re.compile(rb"<namespace\b[^>]*\bkey=\"(-?\d+)\"[^>]*>([^<]*)</namespace>")
 _INTERLANG = re.compile(r"[a-z]{2,3}(?:-[a-z]+)*\Z")
@@ -198,7 +206,8 @@ def _drop_blocks(text: str) -> str:
     return "".join(out)
 
 
-_SECTION_HEADING = re.compile(r"^=+[^=].*=+\s*$")
+#: A heading line, by the rule of ``_HEADING`` (the same run of 1 to 6 ``=`` on both sides).
+_SECTION_HEADING = re.compile(r"(={1,6})[^\n]+?\1[ \t]*\Z")
 
 
 def _drop_tables(text: str) -> str:
@@ -506,11 +515,6 @@ def site_namespaces(path: Path) -> dict[str, int]:
         if text:
             names[text] = int(key)
     return names
-
-
-def drop_link_names(names: Mapping[str, int]) -> frozenset[str]:
-    """The namespace names (lower-cased) whose links carry no text: Media, File (and Image), Category."""
-    return frozenset(n for n, key in names.items() if key in _DROP_LINK_KEYS)
 
 
 def title_namespace(title: str, names: Mapping[str, int]) -> int:

@@ -69,16 +69,15 @@ def _probe(pid_file: Path) -> psutil.Process | None:
 def _describe(pid_file: Path) -> str:
     """What the session guard had to go on about the probe, for a failure message: its command line, parent and
     session tag (a probe the guard killed is gone)."""
-    if not pid_file.is_file() or not pid_file.read_text():
-        return "the probe wrote no pid"
-    pid = int(pid_file.read_text())
+    p = _probe(pid_file)
+    if p is None:
+        return "no probe running (the guard killed it, or it never started)"
     try:
-        p = psutil.Process(pid)
         parent = psutil.Process(p.ppid())
-        return (f"probe pid {pid} alive: cmdline={' '.join(p.cmdline())!r} ppid={parent.pid} "
+        return (f"probe pid {p.pid} alive: cmdline={' '.join(p.cmdline())!r} ppid={parent.pid} "
                 f"parent={' '.join(parent.cmdline())[:200]!r} tag={p.environ().get('LINKEDQA_TEST_SESSION')!r}")
     except psutil.Error as exc:
-        return f"probe pid {pid}: {exc!r}"
+        return f"probe pid {p.pid}: {exc!r}"
 
 
 def test_a_server_left_running_on_an_xdist_worker_fails_the_run(tmp_path: Path) -> None:
