@@ -47,7 +47,7 @@ from tasks.llm.env import configure_runtime_env
 
 EXIT_USAGE, EXIT_DATA, EXIT_MISSING, EXIT_OTHER, EXIT_NO_SPACE = 2, 3, 4, 1, 5
 # The demo's ELA run: sized so that `make demo` (cold warehouse, model conversion included) stays within 8 min
-# on a 2-core CPU without AVX-512 (README "Benchmarks", Demo, says what was measured where).
+# on a 2-core CPU without AVX-512 (docs/benchmarks/ela.md#demo says what was measured where).
 DEMO_LIMIT, DEMO_SHARDS, DEMO_MAX_TOKENS_ANSWER = 20, 2, 256
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 

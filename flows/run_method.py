@@ -27,7 +27,7 @@ def run_method(cfg: RunConfig) -> str:
     """Run a method over a dataset split; resumes an unfinished run and is a no-op for a finished one.
 
     Shards run one at a time in this process (one engine per process; scale-out runs shards in several
-    worker processes, see README "Scaling").
+    worker processes, see docs/scaling.md).
 
     Args:
         cfg: Run configuration.

@@ -81,10 +81,10 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
 def resolve_dtype(dtype: str, is_cpu: bool, flags: frozenset[str] | None = None) -> str:
     """The engine dtype to use for a requested one.
 
-    ``auto`` on the CPU picks ``bfloat16`` only where the CPU computes it in hardware (AVX512-BF16 or AMX);
-    elsewhere vLLM-CPU emulates bf16 and is several times slower than float32 (measured: README "Demo"
-    section). On a GPU ``auto`` is left to vLLM (the model's own dtype, bf16 for the embedded model). Any other
-    value is taken as given.
+    ``auto`` on the CPU picks ``bfloat16`` only where the CPU computes it in hardware (AVX512-BF16 or AMX); elsewhere
+    vLLM-CPU emulates bf16 and is several times slower than float32 (measured: docs/benchmarks/ela.md#engine-dtype). On
+    a GPU ``auto`` is left to vLLM (the model's own dtype, bf16 for the embedded model). Any other value is taken as
+    given.
 
     Args:
         dtype: ``auto`` or an explicit dtype (:data:`DTYPES`).

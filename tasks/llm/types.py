@@ -17,6 +17,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+#: Version of the response-cache key (:meth:`ChatRequest.key`). Version 1 hashes backend, model, messages and the
+#: sampling fields; a later version is hashed into the key too, so the entries of an older one are missed (runs
+#: call the engine again) and stay in the cache file.
+CACHE_KEY_FORMAT = 1
+
 
 class SamplingConfig(BaseModel):
     """Sampling parameters (vLLM's SamplingParams group). Part of the response-cache key.
@@ -97,11 +102,10 @@ class ChatRequest(BaseModel):
 
     def key(self, backend: str, model: str) -> str:
         """Cache key: sha256 over (backend, model, messages, sampling params incl. seed)."""
-        body = json.dumps(
-            {"b": backend, "m": model, "msg": list(self.messages), "s": self.sampling.key_body()},
-            sort_keys=True,
-            ensure_ascii=False,
-        )
+        fields: dict[str, Any] = {"b": backend, "m": model, "msg": list(self.messages), "s": self.sampling.key_body()}
+        if CACHE_KEY_FORMAT != 1:
+            fields["v"] = CACHE_KEY_FORMAT
+        body = json.dumps(fields, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(body.encode()).hexdigest()
 
     def prompt_hash(self) -> str:

@@ -78,11 +78,11 @@ CPU_BATCH_TOKENS = 4096
 def engine_kwargs(engine: EngineConfig, model_path: str, is_cpu: bool) -> dict[str, Any]:
     """Keyword arguments for ``vllm.LLM`` from an :class:`EngineConfig`.
 
-    On the CPU platform chunked prefill is turned off (a prompt is prefilled in one step, waiting for room in the
-    step's token budget instead of being split): vLLM 0.32 rewinds the generator of a request whose partial
-    prefill sampled a token it discards, with the offset that only CUDA generators have, so a seeded request in a
-    chunked batch fails there. Without chunks nothing is discarded and every request keeps its own seed, so a
-    sampled answer no longer depends on what the engine sampled before (README, "the demo's reproducibility").
+    On the CPU platform chunked prefill is turned off (a prompt is prefilled in one step, waiting for room in the step's
+    token budget instead of being split): vLLM 0.32 rewinds the generator of a request whose partial prefill sampled a
+    token it discards, with the offset that only CUDA generators have, so a seeded request in a chunked batch fails
+    there. Without chunks nothing is discarded and every request keeps its own seed, so a sampled answer does not
+    depend on what the engine sampled before (docs/concepts.md#engine-dtype-and-reproducibility).
 
     Args:
         engine: The engine config.

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 #: (runs finished before the field existed are version 1); ``linkedqa eval RUN_ID --write`` recomputes a stored
 #: run's values under the current rules, and the catalog's metric views show the version of every value.
 #:
-#: * 1: linkedqa's own rules up to issue 16;
-#: * 2: each metric reproduces its benchmark's reference evaluation script under the paper's name (README
-#:   "Metrics and their reference scripts"); other conventions are extra metrics with names of their own.
+#: * 1: linkedqa's own rules;
+#: * 2: each metric reproduces its benchmark's reference evaluation script under the paper's name (docs/metrics.md);
+#:   other conventions are extra metrics with names of their own.
 METRICS_FORMAT = 2
 
 

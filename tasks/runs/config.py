@@ -62,7 +62,7 @@ class RunConfig(BaseModel):
 # Fields that say how to reach the engine, not what is computed: not part of the run id, and taken from the
 # current invocation when a stored plan is resumed (the endpoint may have moved, a timeout may need raising).
 # The scheduler changes when requests reach the engine, not what they ask (greedy predictions are equal in
-# float32; a bfloat16 engine's numerics depend on the batch, README "Demo").
+# float32; a bfloat16 engine's numerics depend on the batch, docs/concepts.md#engine-dtype-and-reproducibility).
 # The dtype is hardware-dependent like the engine itself: the one each shard ran with is in its shard record
 # (``engine_dtype`` in the manifest) and in the response-cache keys, and a resume whose engine runs another
 # dtype than the finished shards' is refused (``tasks.runs.execute.check_engine_dtype``).

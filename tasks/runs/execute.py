@@ -142,11 +142,11 @@ class MixedDtypeError(RuntimeError):
 def check_engine_dtype(plan: RunPlan, dtype: str | None, root: Path | None = None) -> None:
     """Refuse to add a shard computed in ``dtype`` to a run whose finished shards ran in another dtype.
 
-    The dtype is an operational field (not in the run id: ``auto`` resolves per machine), and bfloat16 and
-    float32 engines sample different answers from the same prompts (README "Demo"). A run resumed on a machine of
-    the other kind would otherwise hold predictions of both numerics under one run id. Only shards whose
-    predictions part exists count (a record without its part is a shard killed before it finished); shards and
-    backends without a dtype (a remote endpoint) are not checked, nor records of ``auto`` (GPU shards before the
+    The dtype is an operational field (not in the run id: ``auto`` resolves per machine), and bfloat16 and float32
+    engines sample different answers from the same prompts (docs/concepts.md#engine-dtype-and-reproducibility). A run
+    resumed on a machine of the other kind would otherwise hold predictions of both numerics under one run id. Only
+    shards whose predictions part exists count (a record without its part is a shard killed before it finished); shards
+    and backends without a dtype (a remote endpoint) are not checked, nor records of ``auto`` (GPU shards before the
     engine's own dtype was recorded: ``tasks.llm.vllm_backend.engine_dtype``). Shards started at the same time on
     machines of both kinds are not caught: only finished shards are compared.
 

@@ -39,7 +39,8 @@ prefer_passive_wait()
 ENV = "LINKEDQA_DENSE_INDEX"
 #: ``auto`` keeps exact search up to this many vectors (1.5 GB of float32 at 384 dimensions).
 FLAT_MAX_VECTORS = 1_000_000
-#: IVF-PQ defaults, chosen by ``tests/bench/bench_dense.py`` on the sample KB's entity vectors (README).
+#: IVF-PQ defaults, chosen by ``tests/bench/bench_dense.py`` on the sample KB's entity vectors
+#: (docs/benchmarks/search.md).
 DEFAULT_M = 64
 DEFAULT_NBITS = 8
 DEFAULT_NPROBE = 32

@@ -14,7 +14,7 @@ first use). On a GPU machine pass ``--model`` (an 8B model) and a larger ``--n``
 questions/s.
 
 Run: ``.venv/bin/python -m tests.bench.bench_ela [--n 64] [--loop-n 64] [--model embedded]``; on a GPU machine
-``--model <hf id or local path> --n 1000`` (README "GPU").
+``--model <hf id or local path> --n 1000`` (docs/scaling.md#gpu).
 """
 
 from __future__ import annotations

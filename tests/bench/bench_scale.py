@@ -99,7 +99,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FULL_ENTITIES = 115_000_000
 FULL_STATEMENTS = 1_600_000_000
 FULL_ARTICLES = 7_000_000
-FULL_XML_BYTES = 100e9  # enwiki pages-articles, uncompressed (README: ~100 GB of XML)
+FULL_XML_BYTES = 100e9  # enwiki pages-articles, uncompressed (~100 GB of XML)
 FULL_CORES, FULL_RAM_GB = 16, 64
 VARIANTS = 4
 MEAN_STATEMENTS = FULL_STATEMENTS / FULL_ENTITIES  # ~13.9
@@ -251,7 +251,7 @@ def templates(data: Path, seed: int) -> list[list[Template]]:
     return out
 
 
-#: Rounds of the speed probe (~0.7 s each on the 2-core EPYC of the README's runs)
+#: Rounds of the speed probe (~0.7 s each on a 2-core EPYC)
 PROBE_ROUNDS = 8
 
 
@@ -372,8 +372,8 @@ class WikipediaWriter:
         return written, size
 
 
-#: Disk per entity for the up-front check, from the disk peaks this bench measures (``make bench-scale`` on
-#: b352f4a, 10k to 3 M entities; the README): the inputs (compression ratios of ``gzip -6`` on the JSON and
+#: Disk per entity for the up-front check, from the disk peaks this bench measures (``make bench-scale``,
+#: 10k to 3 M entities; docs/benchmarks/scale.md): the inputs (compression ratios of ``gzip -6`` on the JSON and
 #: ``bzip2 -9`` on the XML: 1.77 and 0.96 kB per entity), ``LINKEDQA_HOME`` at the peak of ``kb build`` (staging, KB
 #: and DuckDB's spill at once, the inputs still there: 2.1 / 2.5 / 3.2 kB per entity at 300k / 1 M / 3 M, growing
 #: with the spill), at the peak of the largest index step (kg-oxigraph's N-Triples parts and store before
@@ -773,7 +773,7 @@ DISK_ROW_MIN = 1e9
 
 
 def markdown_table(results: dict[int, dict]) -> str:
-    """The per-step figures as a Markdown table (README "Scale rehearsal"): wall / peak RSS per size, an index
+    """The per-step figures as a Markdown table (docs/benchmarks/scale.md): wall / peak RSS per size, an index
     step's own build seconds in brackets, and the growth exponents of wall (over every size, and in brackets
     between the two largest) and of RSS (over every size);
     below a step whose disk peak reached ``DISK_ROW_MIN``, its disk peak and net growth per size.
@@ -963,7 +963,7 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict, markdown:
           "Extrapolating 2-3 sizes over 2-3 decades is a rehearsal, not a "
           "measurement: a step whose cost changes regime (spilling, page cache) would not show here.")
     if markdown:
-        print("\n== per step, as Markdown (README \"Scale rehearsal\") ==\n" + markdown_table(results))
+        print("\n== per step, as Markdown (docs/benchmarks/scale.md) ==\n" + markdown_table(results))
 
 
 # ----------------------------------------------------------------------------------------------- main

@@ -1,4 +1,5 @@
-"""Probe: does an ELA answer depend on what the engine sampled before? (README, "the demo's reproducibility")
+"""Probe: does an ELA answer depend on what the engine sampled before?
+(docs/concepts.md#engine-dtype-and-reproducibility)
 
 Rebuilds the answer-step prompts of a finished ELA run from its stored predictions: the first turn (system prompt,
 few-shot turns, ``<link>question</link>``), the first answer as recorded in the trajectory, and the candidate

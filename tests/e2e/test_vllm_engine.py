@@ -86,10 +86,10 @@ def test_a_seeded_answer_does_not_depend_on_what_was_sampled_before(embedded_llm
     would have split (vLLM 0.32 CPU then failed seeded requests). Before, CPU runs drew from the engine's one
     generator: the demo's 20 ELA answer prompts sent twice to one engine gave another answer for 14 of them.
 
-    In float32 the answers in the batch also equal the same requests alone. A bfloat16 engine (``--dtype auto`` on
-    a CPU with AVX512-BF16 or AMX, and on GPUs) rounds a batch's products, and a prompt partly served from the
-    prefix cache, otherwise than one whole request, so there they may differ: this request gave "...Pannon
-    River." alone and "...Pampel River." in the batch on an AVX512-BF16 CPU (README "Demo")."""
+    In float32 the answers in the batch also equal the same requests alone. A bfloat16 engine (``--dtype auto`` on a CPU
+    with AVX512-BF16 or AMX, and on GPUs) rounds a batch's products, and a prompt partly served from the prefix cache,
+    otherwise than one whole request, so there they may differ: this request gave "...Pannon River." alone and
+    "...Pampel River." in the batch on an AVX512-BF16 CPU (docs/concepts.md#engine-dtype-and-reproducibility)."""
     seeded = ask("Name a river in Europe and say one thing about it.", max_tokens=24, temperature=0.9, seed=11)
     alone = embedded_llm.generate([seeded])[0]
     assert alone.prompt_tokens < 128 and alone.text

@@ -2,7 +2,7 @@
 finished one into one step's figures.
 
 The resume itself (interrupt by SIGTERM during ``kb build`` and during an index, run again, same rows) is exercised by
-running the bench (README, "Scale rehearsal"); these are the rules it applies to the figures.
+running the bench (docs/benchmarks/scale.md); these are the rules it applies to the figures.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ transformers' tokenizer, config and weight loaders each call ``load_gguf_checkpo
 half of a conversion. The file here is a small GGUF written with gguf's own writer (a few fields and tensors): the
 test is about the reader cache, and parsing the real 491 MB file would cost ~10 s per parse. On the real file the
 change was checked by converting it with and without the cache (byte-identical ``model.safetensors``, sha256
-``df8f6054...``; README, Demo).
+``df8f6054...``).
 """
 
 from __future__ import annotations

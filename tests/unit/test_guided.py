@@ -1,4 +1,4 @@
-"""Structured outputs (issue 19 item 2): constraints on the sampling config, the backends' request bodies, and
+"""Structured outputs: constraints on the sampling config, the backends' request bodies, and
 which requests of each method carry which constraint with ``guided=true`` (scripted backend: agent control
 flow only; the grammar itself is exercised with the real engine in ``tests/e2e/test_guided_ela.py``)."""
 
@@ -20,11 +20,21 @@ MSG = [{"role": "user", "content": "hi"}]
 
 
 def test_unconstrained_cache_keys_are_unchanged():
-    """Keys computed before the constraint fields existed (existing response caches must keep hitting)."""
+    """Keys of cache-key format 1 without constraints (existing response caches must keep hitting)."""
     r = ChatRequest(messages=MSG, sampling=SamplingConfig(temperature=0.7, max_tokens=64, stop=("</x>",)))
     assert r.key("vllm", "embedded") == "80acb31089537ec2c59f729128758512b0de085a80aa8fba33c5327b8bbd5d96"
     assert ChatRequest(messages=MSG).key("scripted", "m") == (
         "d7cef231a39739b512f96123bcac86f9f23be7664c270b8c37e60666cdad420b")
+
+
+def test_a_new_cache_key_format_changes_every_key(monkeypatch):
+    """Bumping ``CACHE_KEY_FORMAT`` (the CHANGELOG's formats table) misses the cached responses of the old one."""
+    import tasks.llm.types as types
+
+    r = ChatRequest(messages=MSG)
+    old = r.key("vllm", "m")
+    monkeypatch.setattr(types, "CACHE_KEY_FORMAT", 2)
+    assert r.key("vllm", "m") != old
 
 
 def test_constraints_change_the_key_and_are_exclusive():
