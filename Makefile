@@ -64,7 +64,7 @@ bench: $(STAMP)
 	$(BIN)/linkedqa kb build --sample
 	$(BIN)/python -m tests.bench.run_all
 
-# Scale rehearsal (issue 18 item 2): synthetic dumps from the real sample lines/pages at SIZES entities, the real
+# Scale rehearsal: synthetic dumps from the real sample lines/pages at SIZES entities, the real
 # CLI end to end in a temp LINKEDQA_HOME per size; long (tens of minutes), so not part of `bench`'s run_all.
 # The >= 10 M point: make bench-scale SIZES=10000,100000,300000,10000000 (refused up front if the disk is short;
 # ARGS="--resume DIR --kind-max kg-oxigraph=3000000" to spread it over sittings and leave Oxigraph's store out).

@@ -48,7 +48,7 @@ def build_kb(plan: BuildPlan, workers: int = 1, keep_staging: bool = False) -> A
         futures = [stage_shard_task.submit(plan.version, s, sh, root, workers) for s, sh in pairs]
         records = [f.result() for f in futures]
     except BaseException:
-        shutdown_pool()  # as before: the running shards end (kept for the re-run) before the error is reported
+        shutdown_pool()  # waits: the running shards end (kept for the re-run) before the error is reported
         raise
     shutdown_pool(wait=False)  # every shard staged: the workers' exit overlaps the merge
     ref = merge_kb_task(plan, root, records)

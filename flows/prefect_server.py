@@ -5,8 +5,8 @@ process running ``prefect.server.api.server:create_app``, the command line of Pr
 ``SubprocessASGIServer``). Two things are done differently from Prefect's lazy start:
 
 * **Bound to the command** (the parent-death signal, ``prctl(PR_SET_PDEATHSIG, SIGTERM)``, set in the child):
-  a command that is SIGKILLed (OOM killer, a lost node, ``kill -9``) never reaches an exit hook, so the server
-  used to live on as an orphan holding a port and ~250 MB. The signal is tied to the thread that forked the
+  a command that is SIGKILLed (OOM killer, a lost node, ``kill -9``) never reaches an exit hook, so without it
+  the server would live on as an orphan holding a port and ~250 MB. The signal is tied to the thread that forked the
   child, so the spawn happens on the main thread.
 * **Started early, without importing the server** (:func:`spawn_ephemeral_server`, called by the CLI right
   after parsing): the server boots (~9 s of imports on 2 cores) while the command imports its flows and plans,

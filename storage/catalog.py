@@ -43,7 +43,7 @@ MEMORY_LIMIT_ENV = "LINKEDQA_DUCKDB_MEMORY"
 AUTO_MEMORY = "auto"
 #: The share of the machine's memory that ``auto`` gives a step's DuckDB queries. These steps run one at a time,
 #: but tantivy, Oxigraph, the Python workers and the OS page cache need the rest (DuckDB's own default is 80 %). The
-#: fixed 2 GB limit that ``auto`` replaced made the kg-duckdb build at 3 M entities spill 6 GB it did not need to
+#: fixed 2 GB limit makes the kg-duckdb build at 3 M entities spill 6 GB it does not need to
 #: (``make bench-scale``; README, "Scale rehearsal"), and DuckDB advises 1-4 GB per thread.
 AUTO_MEMORY_SHARE = 0.25
 _MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE | re.ASCII)
@@ -283,8 +283,8 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
 
     runs = complete_runs(root)
     for table in ("predictions", "metrics", "runs"):
-        # metrics carry the version of the metric rules their values were computed with (manifest; 1 = before
-        # it was recorded), so values of different rule versions never mix silently
+        # metrics carry the version of the metric rules their values were computed with (manifest; 1 where the
+        # manifest has none), so values of different rule versions never mix silently
         fmt = table == "metrics"
         sources = [_Source(part_files(layout.run_dir(r, root) / table), "_run", r,
                            {"metrics_format": str(m.get("metrics_format", 1))} if fmt else {}) for r, m in runs]

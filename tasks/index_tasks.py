@@ -75,7 +75,7 @@ def run_index_kinds_task(plan: RunPlan, root: str) -> list[str]:
     """The index kinds a run's method reads (``Method.index_paths`` mapped onto ``INDEX_KINDS``).
 
     A method that does not say (``index_paths`` is ``None``) gets none built here: its shards build what they
-    open, as before.
+    open.
     """
     if not plan.kb_version:
         return []

@@ -4,10 +4,10 @@
 -- window's own text: a page staged twice with different texts could get windows of both copies (the sample's
 -- one such page, 316, does not). passage_id is not null in the staging schema (NULL ids would all pass the
 -- ANTI JOIN).
--- Only those ids go through the window; the other rows stream to the sort. This was DISTINCT ON (passage_id):
--- a hash aggregate that held every text, and kept an arbitrary row of a duplicated id. On 2.5 M staged passages
--- copied from the sample's real ones (1.6 GB of text, 2 GB limit, 2 cores): 23.0-25.6 s before, 13.2-19.0 s now;
--- at a third of that 6.3 s before (exponent 1.18), 4.4 s now (1.0).
+-- Only those ids go through the window; the other rows stream to the sort. DISTINCT ON (passage_id) would be a
+-- hash aggregate that holds every text, and keeps an arbitrary row of a duplicated id. On 2.5 M staged passages
+-- copied from the sample's real ones (1.6 GB of text, 2 GB limit, 2 cores): 23.0-25.6 s with DISTINCT ON,
+-- 13.2-19.0 s with this query; at a third of that 6.3 s (exponent 1.18) against 4.4 s (1.0).
 WITH dup AS (
     SELECT passage_id FROM stg_passages GROUP BY passage_id HAVING count(*) > 1
 ),

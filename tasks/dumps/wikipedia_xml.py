@@ -22,11 +22,11 @@ The wikitext -> text conversion is a fixed sequence of C-level passes (``re.sub`
 page: drop comments, invisible tag blocks, templates (innermost first) and tables; replace wikilinks by their
 visible text (innermost first, so a File: caption's links go before the File: link itself); keep external
 links' labels, drop bare URLs, HTML tags, bold/italic quotes and magic words; decode HTML entities; mark
-headings; collapse blanks; then one Python loop over the lines assembles paragraphs. It replaced a full
-mwparserfromhell parse (whose Python tree builder was ~65% of the reader's time): 4.3 -> ~20 MB/s per core
-on the bench input (``tests/bench/bench_wikipedia.py``). On the 112 real sample articles the leads are
-identical and 102 texts too; the other 10 now decode ``&nbsp;``/``&ndash;``, drop ``__TOC__``, keep a
-definition list's ``;term: definition`` on one line and have fewer empty lines.
+headings; collapse blanks; then one Python loop over the lines assembles paragraphs. A full mwparserfromhell
+parse spends ~65% of the reader's time in its Python tree builder: ~20 MB/s per core here against 4.3 MB/s on
+the bench input (``tests/bench/bench_wikipedia.py``). On the 112 real sample articles both give identical leads
+and 102 identical texts; in the other 10 this conversion decodes ``&nbsp;``/``&ndash;``, drops ``__TOC__``, keeps
+a definition list's ``;term: definition`` on one line and leaves fewer empty lines.
 
 Only pages in ``namespaces`` (default: the article namespace 0) are emitted; a page without ``<ns>`` takes the
 namespace its title's prefix names (``Talk:X``: 1), as MediaWiki resolves titles. A truncated or corrupt compressed

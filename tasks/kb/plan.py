@@ -262,7 +262,7 @@ def make_plan(name: str | None, specs: list[InputSpec], passage_words: int = 100
         passage_words: Words per Wikipedia passage.
         languages: Label languages to keep (``parse_languages``: ``"en,mul"``, a list, ``"all"``); ``None`` =
             every language. A choice other than all is part of the config, so of the version (and of every run id
-            on it); all leaves the config as it was before the option existed, so those versions stay valid.
+            on it); all adds nothing to the config, so versions built without a language choice keep their hashes.
 
     Returns:
         The plan; ``version = <name>-<hash8 of inputs+config>``.

@@ -3,9 +3,9 @@
 Inputs: the worker count. Outputs: a ``ProcessPoolExecutor`` whose workers run :func:`tasks.kb.stage.stage_shard`.
 
 Why here and not beside the Prefect task that submits to it (``tasks/kb_tasks.py``): a spawned worker imports the
-module of every function it unpickles. The warm-up function used to live in ``tasks.kb_tasks``, so every worker
-imported Prefect (~1.5 s of CPU each on 2 cores, against ~2.7 s of staging for the bench's 510 MB input); from
-this module a worker imports only what staging needs, and the command can start its workers before it imports
+module of every function it unpickles. A warm-up function in ``tasks.kb_tasks`` would make every worker import
+Prefect (~1.5 s of CPU each on 2 cores, against ~2.7 s of staging for the bench's 510 MB input); from this
+module a worker imports only what staging needs, and the command can start its workers before it imports
 Prefect itself.
 """
 

@@ -26,11 +26,12 @@ CACHE_KEY_FORMAT = 1
 class SamplingConfig(BaseModel):
     """Sampling parameters (vLLM's SamplingParams group). Part of the response-cache key.
 
-    Structured outputs (issue 19 item 2; at most one of ``regex`` / ``choice`` / ``json_schema``): the
+    Structured outputs (at most one of ``regex`` / ``choice`` / ``json_schema``): the
     completion is constrained to the given form by the backend's grammar engine — vLLM's
     ``StructuredOutputsParams`` (xgrammar, guidance fallback) in-process, the ``structured_outputs`` request
     field on a vLLM OpenAI-compatible server; the scripted backend ignores them. Unset (None) fields are left
-    out of the cache key, so unconstrained requests keep the keys they had before these fields existed.
+    out of the cache key, so an unconstrained request's key is the one it has without these fields, and its
+    cached responses stay valid.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

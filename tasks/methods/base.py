@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from storage import layout
 from tasks.methods.prompt_files import PromptFolder, file_hashes
+from tasks.methods.records import ItemOutput
 from tasks.methods.runtime import AgentFn, Tool
 
 
@@ -159,7 +160,7 @@ class Method:
         """
         return None if ctx.kb_version else []
 
-    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext,
+    def postprocess(self, outputs: list[ItemOutput], questions: list[dict], ctx: MethodContext,
                     shard: int) -> dict[str, Any] | None:
         """Optional per-shard side outputs (e.g. SFT exports) as ``{relative name: value}``.
 

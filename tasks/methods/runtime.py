@@ -1,25 +1,32 @@
-"""Batching runtime: runs many agent step machines in lockstep (docs/architecture.md#llm-layer).
+"""Agent runtime: runs many agent step machines over one backend (docs/architecture.md#llm-layer).
 
 An agent is a generator function ``agent(item, ctx)`` that *yields* what it needs and receives the result:
 
 * ``yield LLMCall(request)`` -> receives a ``Completion``;
 * ``yield [LLMCall(r1), LLMCall(r2), ...]`` -> receives a list of ``Completion`` (parallel sub-agents);
 * ``yield ToolCall(tool, payload)`` -> receives that tool's result for the payload;
-* ``return {...}`` -> the item's result (keys of the predictions table: predicted_entities, answer, answers).
+* ``return AgentResult(...)`` -> the item's result (``tasks.methods.records``: the typed contract).
 
-Agents never touch a backend, a file or an index. At every step the runtime collects the pending actions of
-all active items, sends every LLM request of the step in ONE ``backend.generate`` call (vLLM continuous
-batching, shared prefixes hit the prefix cache), calls each tool ONCE with all payloads of the step
-(``tool(payloads) -> results``), resumes the generators, and drops finished items. It records a trajectory
-per item (prompt hash, raw output, tool payload and result, plus whatever the agent logs with
-``ctx.log``), token counts, call counts and latency. An exception inside one agent, or an LLM error the
-agent does not handle, becomes that item's ``error``; the other items continue.
+Agents never touch a backend, a file or an index. One item state machine (:class:`_Items`) starts each agent,
+checks every action it yields (step bound, known tool, supported kind), records the trajectory (prompt hash, raw
+output, tool payload and result, plus whatever the agent logs with ``ctx.log``) and counters, and turns an
+exception inside one agent, or an LLM error the agent does not handle, into that item's ``error``; the other items
+continue. Two schedulers drive it and differ only in when requests are sent:
+
+* **continuous** (the default, :func:`run_agents_continuous`): an item's next LLM request goes to the engine as soon
+  as its previous one returns (a streaming session), and the tool calls pending between engine steps run batched
+  per tool;
+* **lockstep** (:func:`run_agents`): every step sends all active items' LLM requests in ONE ``backend.generate``
+  call and calls each tool ONCE with all payloads of the step.
+
+With a deterministic backend both give the same predictions (tested). Requests sharing a prefix are sent side by
+side (:func:`prefix_order`) so the engine's prefix cache serves them.
 
 Example:
     >>> def echo(item, ctx):  # doctest: +SKIP
     ...     c = yield LLMCall(ChatRequest(messages=[{"role": "user", "content": item["question"]}]))
-    ...     return {"answer": c.text}
-    >>> run_agents(echo, items, backend, tools={})  # doctest: +SKIP
+    ...     return AgentResult(answer=c.text)
+    >>> run_agents_continuous(echo, items, backend, tools={})  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from typing import Any
 
 from tasks.llm.streaming import open_session
 from tasks.llm.types import ChatRequest, Completion, LLMBackend
+from tasks.methods.records import AgentResult, ItemOutput, item_output
 from tasks.progress import llm_batch_progress
 
 log = logging.getLogger(__name__)
@@ -87,7 +95,7 @@ class ItemContext:
 
 @dataclass
 class RuntimeStats:
-    """Aggregate counters of one ``run_agents`` call."""
+    """Aggregate counters of one runtime call."""
 
     steps: int = 0
     llm_batches: int = 0
@@ -134,7 +142,7 @@ class RunProgress:
         return self.completion_tokens / self.llm_seconds if self.llm_seconds > 0 else 0.0
 
 
-AgentFn = Callable[[dict, ItemContext], Generator[Any, Any, dict]]
+AgentFn = Callable[[dict, ItemContext], Generator[Any, Any, AgentResult | dict | None]]
 Tool = Callable[[list[Any]], list[Any]]
 
 
@@ -153,33 +161,6 @@ def _default(o: Any) -> Any:
     return str(o)
 
 
-def _llm_record(step: int, req: ChatRequest, comp: Completion) -> dict:
-    """The trajectory entry of one LLM call."""
-    return {"kind": "llm", "step": step, "prompt_hash": req.prompt_hash(), "raw_output": comp.text,
-            "prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens, "cached": comp.cached,
-            **({"prefix_cached_tokens": comp.prefix_cached_tokens} if not comp.cached else {}),
-            **({"error": comp.error} if comp.error else {})}
-
-
-def _outputs(items: Sequence[dict], ctxs: list[ItemContext], results: list[dict | None], errors: list[str | None],
-             id_key: str) -> list[dict]:
-    """One output per item, in input order: the agent's result plus the runtime's bookkeeping."""
-    out: list[dict] = []
-    for it, c, res, err in zip(items, ctxs, results, errors, strict=True):
-        row = dict(res or {})
-        row.update({
-            id_key: str(it[id_key]),
-            "trajectory": json.dumps(c.trajectory, ensure_ascii=False, default=_default),
-            "llm_calls": c.llm_calls,
-            "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens,
-            "latency_s": round(c.latency_s, 4),
-            "error": err or row.get("error"),
-        })
-        out.append(row)
-    return out
-
-
 def prefix_order(requests: Sequence[ChatRequest]) -> list[int]:
     """Send order of a batch that puts requests with a common prefix next to each other.
 
@@ -193,17 +174,121 @@ def prefix_order(requests: Sequence[ChatRequest]) -> list[int]:
     return sorted(range(len(requests)), key=key)
 
 
-def run_agents(
-    agent: AgentFn,
-    items: Sequence[dict],
-    backend: LLMBackend | None,
-    tools: dict[str, Tool],
-    id_key: str = "question_id",
-    max_steps: int = 50,
-    on_step: Callable[[int, int], None] | None = None,
-    on_progress: Callable[[RunProgress], None] | None = None,
-) -> tuple[list[dict], RuntimeStats]:
-    """Run ``agent`` over all ``items`` with batched LLM and tool calls.
+@dataclass(frozen=True)
+class _Action:
+    """A checked action: LLM requests (``multi``: the agent yielded a list) or one tool call."""
+
+    requests: tuple[ChatRequest, ...] = ()
+    multi: bool = False
+    tool: str | None = None
+    payload: Any = None
+
+
+class _Items:
+    """The item state machine both schedulers drive: run an agent to its next action, check and record it."""
+
+    def __init__(self, agent: AgentFn, items: Sequence[dict], tools: dict[str, Tool], id_key: str, max_steps: int,
+                 has_backend: bool, on_progress: Callable[[RunProgress], None] | None, stats: RuntimeStats):
+        self.agent, self.items, self.tools, self.max_steps = agent, items, tools, max_steps
+        self.has_backend, self.on_progress, self.stats = has_backend, on_progress, stats
+        self.ctxs = [ItemContext(str(it[id_key])) for it in items]
+        self.results: list[AgentResult | None] = [None] * len(items)
+        self.errors: list[str | None] = [None] * len(items)
+        self.actions = [0] * len(items)  # actions taken per item: the trajectory's ``step``
+        self.gens: dict[int, Generator] = {}
+        self.fresh_tokens = 0  # completion tokens generated (not cached) so far
+
+    def start(self, i: int) -> _Action | None:
+        """Start item ``i``'s agent; its first action, or ``None`` when it finished or failed at once."""
+        self.gens[i] = gen = self.agent(self.items[i], self.ctxs[i])
+        return self._next(i, lambda: next(gen))
+
+    def resume(self, i: int, value: Any) -> _Action | None:
+        """Hand item ``i`` the reply to its action; its next action, or ``None`` when it finished or failed."""
+        gen = self.gens.get(i)
+        return None if gen is None else self._next(i, lambda: gen.send(value))
+
+    def _next(self, i: int, go: Callable[[], Any]) -> _Action | None:
+        try:
+            action = go()
+        except StopIteration as stop:
+            self.gens.pop(i, None)
+            try:
+                self.results[i] = AgentResult.of(stop.value)
+            except TypeError as exc:
+                self.fail(i, f"AgentError: {exc}")
+            return None
+        except Exception as exc:  # noqa: BLE001 - any agent failure is an item error, never a run failure
+            self.fail(i, f"{type(exc).__name__}: {exc}")
+            return None
+        self.actions[i] += 1
+        if self.actions[i] > self.max_steps:
+            return self.fail(i, f"step limit {self.max_steps} exceeded")
+        if isinstance(action, ToolCall):
+            if action.tool not in self.tools:
+                return self.fail(i, f"AgentError: unknown tool {action.tool!r}")
+            return _Action(tool=action.tool, payload=action.payload)
+        multi = isinstance(action, list)
+        calls = action if multi else [action]
+        if not calls or not all(isinstance(a, LLMCall) for a in calls):
+            return self.fail(i, f"AgentError: agent yielded an unsupported action {type(action).__name__}")
+        if not self.has_backend:
+            raise RuntimeError("agent asked for an LLM call but the method runs without a backend")
+        return _Action(requests=tuple(a.request for a in calls), multi=multi)
+
+    def fail(self, i: int, msg: str) -> None:
+        """End item ``i`` with an error (recorded in its trajectory)."""
+        self.errors[i] = msg
+        self.ctxs[i].trajectory.append({"kind": "error", "error": msg})
+        gen = self.gens.pop(i, None)
+        if gen is not None:
+            gen.close()
+
+    def record_llm(self, i: int, req: ChatRequest, comp: Completion, counted: bool = False) -> None:
+        """Add one answered LLM call to item ``i``'s trajectory, and to its counters unless ``counted`` already."""
+        if not counted:
+            self.fresh_tokens += self.ctxs[i].count(comp)
+        self.ctxs[i].trajectory.append(
+            {"kind": "llm", "step": self.actions[i], "prompt_hash": req.prompt_hash(), "raw_output": comp.text,
+             "prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens, "cached": comp.cached,
+             **({"prefix_cached_tokens": comp.prefix_cached_tokens} if not comp.cached else {}),
+             **({"error": comp.error} if comp.error else {})})
+
+    def call_tool(self, name: str, calls: list[tuple[int, Any]]) -> list[Any]:
+        """One batched call of tool ``name`` for ``(item, payload)`` pairs, recorded per item; its results."""
+        t0 = time.perf_counter()
+        outs = self.tools[name]([p for _, p in calls])
+        self.stats.tool_seconds += time.perf_counter() - t0
+        self.stats.tool_calls += 1
+        for (i, payload), out in zip(calls, outs, strict=True):
+            self.ctxs[i].trajectory.append({"kind": "tool", "step": self.actions[i], "tool": name,
+                                            "payload": _truncate(payload), "result": _truncate(out)})
+        return outs
+
+    def report(self, step: int, batch_done: int = 0, batch_total: int = 0, batch_tokens: int = 0,
+               batch_s: float = 0.0) -> None:
+        """Pass a :class:`RunProgress` to the callback (an exception in it is logged and ignored)."""
+        if self.on_progress is None:
+            return
+        n = len(self.items)
+        try:
+            self.on_progress(RunProgress(step, n - len(self.gens), n, len(self.gens), self.fresh_tokens + batch_tokens,
+                                         self.stats.llm_seconds + batch_s, batch_done, batch_total))
+        except Exception as exc:  # noqa: BLE001 - progress output must never fail a run
+            log.debug("on_progress failed: %s: %s", type(exc).__name__, exc)
+
+    def outputs(self, id_key: str) -> list[ItemOutput]:
+        """One output per item, in input order: the agent's result plus the runtime's bookkeeping."""
+        return [item_output(str(it[id_key]), res, json.dumps(c.trajectory, ensure_ascii=False, default=_default),
+                            {"llm_calls": c.llm_calls, "prompt_tokens": c.prompt_tokens,
+                             "completion_tokens": c.completion_tokens, "latency_s": round(c.latency_s, 4)}, err)
+                for it, c, res, err in zip(self.items, self.ctxs, self.results, self.errors, strict=True)]
+
+
+def run_agents(agent: AgentFn, items: Sequence[dict], backend: LLMBackend | None, tools: dict[str, Tool],
+               id_key: str = "question_id", max_steps: int = 50, on_step: Callable[[int, int], None] | None = None,
+               on_progress: Callable[[RunProgress], None] | None = None) -> tuple[list[ItemOutput], RuntimeStats]:
+    """Run ``agent`` over all ``items`` in lockstep: one ``backend.generate`` and one call per tool per step.
 
     Args:
         agent: Generator function ``agent(item, ctx)``.
@@ -211,182 +296,92 @@ def run_agents(
         backend: LLM backend (may be None for agents that only use tools).
         tools: Name -> batched tool function.
         id_key: Field of an item holding its id.
-        max_steps: Safety bound on steps per item (an item still active after it gets an error).
+        max_steps: Bound on the actions of one item (an item still running after it gets an error).
         on_step: Callback ``(step, n_active)`` for progress output.
         on_progress: Callback receiving a :class:`RunProgress` after every step and, while a step's
             ``generate`` call runs, whenever the backend reports a finished request (vLLM with
-            ``use_tqdm=tasks.progress.vllm_tqdm``; see :func:`tasks.progress.llm_batch_progress`). An exception
-            in it is logged and ignored (progress never fails a run).
+            ``use_tqdm=tasks.progress.vllm_tqdm``; see :func:`tasks.progress.llm_batch_progress`).
 
     Returns:
-        One output per item, in input order: the agent's result dict plus ``question_id``, ``trajectory``
-        (JSON text), ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``latency_s``, ``error``; and stats.
+        One :class:`~tasks.methods.records.ItemOutput` per item, in input order; and the stats.
     """
-    t_start = time.perf_counter()
-    stats = RuntimeStats()
-    n = len(items)
-    ctxs = [ItemContext(str(it[id_key])) for it in items]
-    results: list[dict | None] = [None] * n
-    errors: list[str | None] = [None] * n
-    gens: dict[int, Generator] = {}
-    pending: dict[int, Any] = {}
-
-    def advance(i: int, value: Any, first: bool = False) -> None:
-        try:
-            action = next(gens[i]) if first else gens[i].send(value)
-            pending[i] = action
-        except StopIteration as stop:
-            results[i] = stop.value or {}
-            gens.pop(i, None)
-            pending.pop(i, None)
-        except Exception as exc:  # noqa: BLE001 - any agent failure is an item error, never a run failure
-            errors[i] = f"{type(exc).__name__}: {exc}"
-            ctxs[i].trajectory.append({"kind": "error", "error": errors[i]})
-            gens.pop(i, None)
-            pending.pop(i, None)
-
-    fresh_tokens = 0  # completion tokens generated (not cached) so far
-
-    def report(step: int, batch_done: int = 0, batch_total: int = 0, batch_tokens: int = 0,
-               batch_s: float = 0.0) -> None:
-        if on_progress is None:
-            return
-        try:
-            on_progress(RunProgress(step, n - len(gens), n, len(gens), fresh_tokens + batch_tokens,
-                                    stats.llm_seconds + batch_s, batch_done, batch_total))
-        except Exception as exc:  # noqa: BLE001 - progress output must never fail a run
-            log.debug("on_progress failed: %s: %s", type(exc).__name__, exc)
-
-    for i, it in enumerate(items):
-        gens[i] = agent(it, ctxs[i])
-        advance(i, None, first=True)
-    report(0)
-
+    t_start, stats = time.perf_counter(), RuntimeStats()
+    core = _Items(agent, items, tools, id_key, max_steps, backend is not None, on_progress, stats)
+    pending = {i: a for i in range(len(items)) if (a := core.start(i)) is not None}
+    core.report(0)
     step = 0
     while pending:
         step += 1
         stats.steps = step
         if on_step is not None:
             on_step(step, len(pending))
-        if step > max_steps:
-            for i in list(pending):
-                errors[i] = f"step limit {max_steps} exceeded"
-                gens[i].close()
-                gens.pop(i, None)
-                pending.pop(i, None)
-            break
-        # --- collect LLM requests of this step (flattening list actions) ---
-        llm_slots: list[tuple[int, int | None]] = []
-        requests: list[ChatRequest] = []
-        tool_groups: dict[str, list[tuple[int, Any]]] = {}
-        for i, action in pending.items():
-            if isinstance(action, LLMCall):
-                llm_slots.append((i, None))
-                requests.append(action.request)
-            elif isinstance(action, list) and all(isinstance(a, LLMCall) for a in action):
-                for j, a in enumerate(action):
-                    llm_slots.append((i, j))
-                    requests.append(a.request)
-            elif isinstance(action, ToolCall):
-                tool_groups.setdefault(action.tool, []).append((i, action.payload))
-            else:
-                errors[i] = f"AgentError: agent yielded an unsupported action {type(action).__name__}"
-                gens[i].close()
-                gens.pop(i, None)
-        for i in [i for i in pending if i not in gens]:
-            pending.pop(i, None)
-
+        calls = [(i, req) for i, a in pending.items() for req in a.requests]
         replies: dict[int, Any] = {}
-        if requests:
-            if backend is None:
-                raise RuntimeError("agent asked for an LLM call but the method runs without a backend")
-            t0 = time.perf_counter()
-            n_req = len(requests)
-
-            def in_batch(done: int, total: int, tokens: int, elapsed: float, _step: int = step,
-                         _n: int = n_req) -> None:
-                # requests the engine never saw (cache hits, pre-check errors) count as answered
-                report(_step, min(_n, max(0, _n - total) + done), _n, tokens, elapsed)
-
-            report(step, 0, n_req)
-            # requests sharing a prefix (system prompt, few-shot turns, earlier turns) go to the engine side by
-            # side, so its prefix cache serves them; completions come back in the agents' order
-            order = prefix_order(requests)
-            batch = [requests[k] for k in order]
-            try:
-                if on_progress is not None:
-                    with llm_batch_progress(in_batch):
-                        sent = backend.generate(batch)
-                else:
-                    sent = backend.generate(batch)
-            except Exception as exc:  # noqa: BLE001 - a crashing backend fails the items, not the run
-                msg = f"backend error: {type(exc).__name__}: {exc}"
-                sent = [Completion(error=msg) for _ in batch]
-            dt = time.perf_counter() - t0
-            stats.llm_seconds += dt
-            stats.llm_batches += 1
-            stats.llm_requests += len(requests)
-            if len(sent) != len(requests):
-                raise RuntimeError(f"backend returned {len(sent)} completions for {len(requests)} requests")
-            completions: list[Completion] = [Completion()] * len(requests)
-            for k, comp in zip(order, sent, strict=True):
-                completions[k] = comp
+        if calls:
+            comps = _generate_step(backend, [r for _, r in calls], core, step, stats)
             multi: dict[int, list[Completion]] = {}
-            for (i, j), req, comp in zip(llm_slots, requests, completions, strict=True):
-                fresh_tokens += ctxs[i].count(comp)
-                ctxs[i].trajectory.append(_llm_record(step, req, comp))
-                if j is None:
-                    replies[i] = comp
-                else:
+            for (i, req), comp in zip(calls, comps, strict=True):
+                core.record_llm(i, req, comp)
+                if pending[i].multi:
                     multi.setdefault(i, []).append(comp)
+                else:
+                    replies[i] = comp
             replies.update(multi)
-        for tool_name, calls in tool_groups.items():
-            fn = tools.get(tool_name)
-            t0 = time.perf_counter()
-            if fn is None:
-                for i, _ in calls:
-                    errors[i] = f"AgentError: unknown tool {tool_name!r}"
-                    gens[i].close()
-                    gens.pop(i, None)
-                    pending.pop(i, None)
-                continue
-            outs = fn([p for _, p in calls])
-            stats.tool_seconds += time.perf_counter() - t0
-            stats.tool_calls += 1
-            for (i, payload), out in zip(calls, outs, strict=True):
-                ctxs[i].trajectory.append(
-                    {"kind": "tool", "step": step, "tool": tool_name, "payload": _truncate(payload),
-                     "result": _truncate(out)}
-                )
-                replies[i] = out
-        for i, value in replies.items():
-            if i in gens:
-                advance(i, value)
-        report(step)
-
-    report(step)  # the final count (also after a step-limit stop)
+        tool_groups: dict[str, list[tuple[int, Any]]] = {}
+        for i, a in pending.items():
+            if a.tool is not None:
+                tool_groups.setdefault(a.tool, []).append((i, a.payload))
+        for name, group in tool_groups.items():
+            replies.update(zip([i for i, _ in group], core.call_tool(name, group), strict=True))
+        advanced = {i: a for i, value in replies.items() if (a := core.resume(i, value)) is not None}
+        pending = dict(sorted(advanced.items()))
+        core.report(step)
+    core.report(step)  # the final count
     stats.wall_seconds = time.perf_counter() - t_start
-    return _outputs(items, ctxs, results, errors, id_key), stats
+    return core.outputs(id_key), stats
 
 
-def run_agents_continuous(
-    agent: AgentFn,
-    items: Sequence[dict],
-    backend: LLMBackend | None,
-    tools: dict[str, Tool],
-    id_key: str = "question_id",
-    max_steps: int = 50,
-    on_progress: Callable[[RunProgress], None] | None = None,
-    session: Any = None,
-) -> tuple[list[dict], RuntimeStats]:
+def _generate_step(backend: Any, requests: list[ChatRequest], core: _Items, step: int,
+                   stats: RuntimeStats) -> list[Completion]:
+    """One lockstep ``generate`` call in prefix order, with in-batch progress; completions in request order."""
+    t0, n_req = time.perf_counter(), len(requests)
+
+    def in_batch(done: int, total: int, tokens: int, elapsed: float) -> None:
+        # requests the engine never saw (cache hits, pre-check errors) count as answered
+        core.report(step, min(n_req, max(0, n_req - total) + done), n_req, tokens, elapsed)
+
+    core.report(step, 0, n_req)
+    order = prefix_order(requests)
+    batch = [requests[k] for k in order]
+    try:
+        if core.on_progress is not None:
+            with llm_batch_progress(in_batch):
+                sent = backend.generate(batch)
+        else:
+            sent = backend.generate(batch)
+    except Exception as exc:  # noqa: BLE001 - a crashing backend fails the items, not the run
+        sent = [Completion(error=f"backend error: {type(exc).__name__}: {exc}") for _ in batch]
+    stats.llm_seconds += time.perf_counter() - t0
+    stats.llm_batches += 1
+    stats.llm_requests += n_req
+    if len(sent) != n_req:
+        raise RuntimeError(f"backend returned {len(sent)} completions for {n_req} requests")
+    completions: list[Completion] = [Completion()] * n_req
+    for k, comp in zip(order, sent, strict=True):
+        completions[k] = comp
+    return completions
+
+
+def run_agents_continuous(agent: AgentFn, items: Sequence[dict], backend: LLMBackend | None, tools: dict[str, Tool],
+                          id_key: str = "question_id", max_steps: int = 50,
+                          on_progress: Callable[[RunProgress], None] | None = None,
+                          session: Any = None) -> tuple[list[ItemOutput], RuntimeStats]:
     """Run ``agent`` over ``items`` with continuous per-item scheduling (same contract as :func:`run_agents`).
 
     No item waits for another: an item's next LLM request is submitted as soon as its previous one returns (the
     engine adds it to the running batch at its next scheduler step), and between engine steps every tool call
-    pending by then runs, batched per tool. So a step no longer lasts as long as its longest completion, and
-    tools run while the engine generates for the other items. Trajectories, token counts, errors and the
-    output format are those of :func:`run_agents`; with a deterministic backend the predictions are the same
-    (tested). ``step`` in trajectories and progress counts an item's own actions.
+    pending by then runs, batched per tool, so tools run while the engine generates for the other items.
+    ``step`` in trajectories and progress counts an item's own actions.
 
     Args:
         agent: Generator function ``agent(item, ctx)``.
@@ -394,120 +389,58 @@ def run_agents_continuous(
         backend: LLM backend (may be None for agents that only use tools, or when ``session`` is given).
         tools: Name -> batched tool function.
         id_key: Field of an item holding its id.
+        max_steps: Bound on the actions of one item (an item still running after it gets an error).
         on_progress: Callback receiving a :class:`RunProgress` after every engine step (``step``: the most
             actions any item has taken).
-        max_steps: Bound on the actions of one item (an item still running after it gets an error).
         session: A streaming session (``tasks.llm.streaming``); default: ``open_session(backend)``, closed at
             the end.
     """
-    t_start = time.perf_counter()
-    stats = RuntimeStats()
-    n = len(items)
-    ctxs = [ItemContext(str(it[id_key])) for it in items]
-    results: list[dict | None] = [None] * n
-    errors: list[str | None] = [None] * n
-    gens: dict[int, Generator] = {}
-    actions: list[int] = [0] * n  # actions taken per item
-    waiting: dict[int, list[Completion | None]] = {}  # item -> completions of its pending LLM action
-    asked: dict[int, list[ChatRequest]] = {}  # item -> the requests of its pending LLM action
-    multi_call: set[int] = set()  # items whose pending action is a list of LLM calls
+    t_start, stats = time.perf_counter(), RuntimeStats()
+    core = _Items(agent, items, tools, id_key, max_steps, backend is not None or session is not None, on_progress,
+                  stats)
+    waiting: dict[int, tuple[_Action, list[Completion | None]]] = {}  # item -> its LLM action, answers so far
     tool_queue: dict[str, list[tuple[int, Any]]] = {}
-    fresh_tokens = 0
+    to_submit: list[tuple[tuple[int, int], ChatRequest]] = []
     own_session = session is None and backend is not None
     sess = open_session(backend) if own_session else session
-    to_submit: list[tuple[tuple[int, int], ChatRequest]] = []
 
-    def fail(i: int, msg: str) -> None:
-        errors[i] = msg
-        ctxs[i].trajectory.append({"kind": "error", "error": msg})
-        g = gens.pop(i, None)
-        if g is not None:
-            g.close()
-        waiting.pop(i, None)
-        asked.pop(i, None)
-
-    def dispatch(i: int, action: Any) -> None:
-        actions[i] += 1
-        if actions[i] > max_steps:
-            fail(i, f"step limit {max_steps} exceeded")
+    def dispatch(i: int, action: _Action | None) -> None:
+        if action is None:
             return
-        if isinstance(action, LLMCall):
-            action = [action]
-        elif isinstance(action, list) and action and all(isinstance(a, LLMCall) for a in action):
-            multi_call.add(i)
-        elif isinstance(action, ToolCall):
-            if action.tool not in tools:
-                fail(i, f"AgentError: unknown tool {action.tool!r}")
-                return
+        if action.tool is not None:
             tool_queue.setdefault(action.tool, []).append((i, action.payload))
             return
-        else:
-            fail(i, f"AgentError: agent yielded an unsupported action {type(action).__name__}")
-            return
-        if backend is None and session is None:
-            raise RuntimeError("agent asked for an LLM call but the method runs without a backend")
-        waiting[i] = [None] * len(action)
-        asked[i] = [a.request for a in action]
-        to_submit.extend(((i, j), a.request) for j, a in enumerate(action))
-
-    def advance(i: int, value: Any, first: bool = False) -> None:
-        try:
-            action = next(gens[i]) if first else gens[i].send(value)
-        except StopIteration as stop:
-            results[i] = stop.value or {}
-            gens.pop(i, None)
-            return
-        except Exception as exc:  # noqa: BLE001 - any agent failure is an item error, never a run failure
-            fail(i, f"{type(exc).__name__}: {exc}")
-            return
-        dispatch(i, action)
-
-    def report() -> None:
-        if on_progress is None:
-            return
-        try:
-            on_progress(RunProgress(max(actions, default=0), n - len(gens), n, len(gens), fresh_tokens,
-                                    stats.llm_seconds))
-        except Exception as exc:  # noqa: BLE001 - progress output must never fail a run
-            log.debug("on_progress failed: %s: %s", type(exc).__name__, exc)
+        waiting[i] = (action, [None] * len(action.requests))
+        to_submit.extend(((i, j), r) for j, r in enumerate(action.requests))
 
     def submit() -> None:
-        if not to_submit:
-            return
-        batch = list(to_submit)
-        to_submit.clear()
-        order = prefix_order([r for _, r in batch])
-        t0 = time.perf_counter()
-        sess.submit([batch[k] for k in order])
-        stats.llm_seconds += time.perf_counter() - t0
-        stats.llm_batches += 1
-        stats.llm_requests += len(batch)
+        if to_submit:
+            batch = [to_submit[k] for k in prefix_order([r for _, r in to_submit])]
+            to_submit.clear()
+            t0 = time.perf_counter()
+            sess.submit(batch)
+            stats.llm_seconds += time.perf_counter() - t0
+            stats.llm_batches += 1
+            stats.llm_requests += len(batch)
+
+    def report() -> None:
+        core.report(max(core.actions, default=0))
 
     try:
-        for i, it in enumerate(items):
-            gens[i] = agent(it, ctxs[i])
-            advance(i, None, first=True)
+        for i in range(len(items)):
+            dispatch(i, core.start(i))
         report()
-        while gens:
+        while core.gens:
             submit()
-            # tools first: whatever is pending since the last engine step runs now, one call per tool
-            if tool_queue:
+            if tool_queue:  # whatever is pending since the last engine step runs now, one call per tool
                 queued = dict(tool_queue)
                 tool_queue.clear()
-                for tool_name, calls in queued.items():
-                    t0 = time.perf_counter()
-                    outs = tools[tool_name]([p for _, p in calls])
-                    stats.tool_seconds += time.perf_counter() - t0
-                    stats.tool_calls += 1
-                    for (i, payload), out in zip(calls, outs, strict=True):
-                        ctxs[i].trajectory.append({"kind": "tool", "step": actions[i], "tool": tool_name,
-                                                   "payload": _truncate(payload), "result": _truncate(out)})
-                    for (i, _), out in zip(calls, outs, strict=True):
-                        if i in gens:
-                            advance(i, out)
+                for name, group in queued.items():
+                    for (i, _), out in zip(group, core.call_tool(name, group), strict=True):
+                        dispatch(i, core.resume(i, out))
                 submit()
             if not waiting:
-                if not tool_queue and gens:
+                if not tool_queue and core.gens:
                     raise RuntimeError("continuous runtime stalled: active items with no pending action")
                 continue
             t0 = time.perf_counter()
@@ -515,25 +448,22 @@ def run_agents_continuous(
             stats.llm_seconds += time.perf_counter() - t0
             stats.steps += 1
             for (i, j), comp in finished:
-                c = ctxs[i]
-                fresh_tokens += c.count(comp)
+                core.fresh_tokens += core.ctxs[i].count(comp)
                 if i not in waiting:
                     continue  # the item failed meanwhile
-                slot = waiting[i]
+                action, slot = waiting[i]
                 slot[j] = comp
                 if any(x is None for x in slot):
                     continue
-                # every call of the action answered: record them in call order (as the lockstep runtime does)
-                c.trajectory += [_llm_record(actions[i], req, done)
-                                 for req, done in zip(asked.pop(i), slot, strict=True)]
                 del waiting[i]
-                value = list(slot) if i in multi_call else slot[0]
-                multi_call.discard(i)
-                advance(i, value)
+                # every call of the action answered: record them in call order (as the lockstep runtime does)
+                for req, done in zip(action.requests, slot, strict=True):
+                    core.record_llm(i, req, done, counted=True)
+                dispatch(i, core.resume(i, list(slot) if action.multi else slot[0]))
             report()
     finally:
         if own_session:
             sess.close()
     report()
     stats.wall_seconds = time.perf_counter() - t_start
-    return _outputs(items, ctxs, results, errors, id_key), stats
+    return core.outputs(id_key), stats

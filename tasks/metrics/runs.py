@@ -20,7 +20,6 @@ per-item flags ``scores.fallback`` / ``scores.missing_articles`` are summed into
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +28,7 @@ from tasks.metrics.qa import RETRIEVAL_KS
 from tasks.metrics.qald import QALD_METRICS
 from tasks.metrics.registry import compute
 from tasks.metrics.tog import TOG_METRICS
+from tasks.metrics.trajectory import read_notes
 
 SEARCH_KS = (1, 10, 50)
 #: A run's metric family (``Method.metric_family``, or the dataset task's ``TASK_FAMILIES`` entry) -> the
@@ -62,20 +62,12 @@ FLAG_SUMS = {"fallback": "fallback_count", "missing_articles": "missing_articles
 
 def retrieved_texts(trajectory: str | None) -> list[str] | None:
     """Texts of the documents an item logged as retrieved (the last ``retrieved`` note), or None."""
-    found = None
-    for step in json.loads(trajectory or "[]"):
-        if step.get("kind") == "note" and "retrieved" in step:
-            found = [d.get("text") or "" for d in step["retrieved"]]
-    return found
+    return read_notes(trajectory).retrieved_texts
 
 
 def answer_source(trajectory: str | None) -> str | None:
     """How an item's answer was obtained (the last ``answered_by`` note: ``retrieval`` or ``cot``), or None."""
-    found = None
-    for step in json.loads(trajectory or "[]"):
-        if step.get("kind") == "note" and "answered_by" in step:
-            found = step["answered_by"]
-    return found
+    return read_notes(trajectory).answered_by
 
 
 def metric_names(family: str, preds: Sequence[Mapping[str, Any]], extra: Sequence[str] | None = None) -> list[str]:

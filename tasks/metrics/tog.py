@@ -36,8 +36,8 @@ everything.
 Extra metrics (never instead of the reference ones):
 
 * ``hit1_tog_answerable`` / ``acc_tog_answerable``: the reference rule over questions with at least one gold
-  answer (the pre-issue-16 denominator).
-* ``hit1_tog_lenient`` / ``acc_tog_lenient``: the pre-issue-16 ``hit1_tog``/``acc_tog`` unchanged —
+  answer (the answerable-only denominator).
+* ``hit1_tog_lenient`` / ``acc_tog_lenient``: a lenient ``hit1_tog``/``acc_tog`` —
   extraction :func:`tog_extract` (any case-insensitive, stripped ``yes``/``no`` first brace gives the second
   brace, contents stripped), :func:`tog_match` (an empty answer or gold never matches), blank gold aliases
   dropped, gold not deduplicated, answerable questions only.
@@ -111,7 +111,7 @@ def ref_match(answer: str, gold: str) -> bool:
 
 
 def tog_extract(response: str | None) -> str:
-    """The lenient (pre-issue-16) extraction; ``""`` for no response. Also used by the AnchorRAG agent."""
+    """The lenient extraction; ``""`` for no response. Also used by the AnchorRAG agent."""
     text = response or ""
     matches = _BRACES.findall(text)
     if len(matches) >= 2 and matches[0].strip().lower() in ("yes", "no"):
@@ -122,7 +122,7 @@ def tog_extract(response: str | None) -> str:
 
 
 def tog_match(answer: str, gold: str) -> bool:
-    """The lenient (pre-issue-16) match: :func:`ref_match`, except that an empty answer or gold never matches."""
+    """The lenient match: :func:`ref_match`, except that an empty answer or gold never matches."""
     a, g = _squash(answer), _squash(gold)
     if not a or not g:
         return False

@@ -19,17 +19,17 @@ from storage.manifest import config_hash, read_manifest
 
 #: Part of every run id. Bump when a change alters what a run computes without changing its settings, prompts,
 #: KB version or index format, so a finished run of the old code is not taken for one of the new.
-#: 2: entity search sums query terms across label and aliases (a1eda74); same index files, other rankings.
+#: 2: entity search sums query terms across label and aliases; same index files, other rankings.
 #: 3: BM25 hits are ordered by score rounded to 4 decimals, then popularity (entities, titles), then row, over
-#:    the whole group tied at the k-th score (8fcda79 and its review mend), not among tantivy's first k + 16
+#:    the whole group tied at the k-th score, not among tantivy's first k + 16
 #:    (entities) or in tantivy's own order (titles, passages); 23 of 4,593 WebQSP-EL test mentions got another
 #:    top-50 on the sample KB.
 #: 4: the last tie-break of BM25 hits is the document's key (QID, title, passage id; shorter first, then by value),
 #:    not its row: rows follow the KB tables' order, which DuckDB's parallel merge changes between builds of the
 #:    same KB version (two cold sample builds: 1,261 of 1,603 WebQSP-EL test gold mentions got another top-50
 #:    from entity-bm25, so the demo's ELA prompts and figures differed between cold runs).
-#: 5: sampled requests keep their seeds on the CPU platform too (its engine prefills without chunks); they drew
-#:    from the engine's one generator before, so an answer depended on what the engine had sampled earlier.
+#: 5: sampled requests keep their seeds on the CPU platform too (its engine prefills without chunks), so an
+#:    answer does not depend on what the engine sampled for other requests.
 RUN_FORMAT = 5
 
 

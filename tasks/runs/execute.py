@@ -225,22 +225,21 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
             "split": plan.split,
             "question_id": o["question_id"],
             "shard": i,
-            "predicted_entities": list(o.get("predicted_entities") or []),
-            "answer": o.get("answer") or "",
-            "answers": [str(a) for a in (o.get("answers") or [])],
+            "predicted_entities": o["predicted_entities"],
+            "answer": o["answer"],
+            "answers": [str(a) for a in o["answers"]],
             "trajectory": o["trajectory"],
             "llm_calls": o["llm_calls"],
             "prompt_tokens": o["prompt_tokens"],
             "completion_tokens": o["completion_tokens"],
             "latency_s": o["latency_s"],
-            "error": o.get("error"),
+            "error": o["error"],
             "scores": None,
-            **({"_extra_scores": o["scores"]} if isinstance(o.get("scores"), dict) else {}),
         })
     scores = per_item_scores(run.family, rows, questions, run.extra_metrics)
-    for r in rows:
-        extra = r.pop("_extra_scores", {})
-        r["scores"] = {**scores.get(r["question_id"], {}), **extra}
+    for r, o in zip(rows, outputs, strict=True):
+        # the agent's own scores win over a family score of the same name
+        r["scores"] = {**scores.get(r["question_id"], {}), **o["scores"]}
     write_side_outputs(rdir, method.postprocess(outputs, questions, ctx, i))
     rec = {
         "shard": i,

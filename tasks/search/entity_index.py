@@ -8,7 +8,7 @@ Ranking: per distinct query term, BM25 on the label (boost 2.0) and on the alias
 disjunction-max (tie-breaker 0.1), and the terms' scores added up (``PER_TERM``): a term counts once, in its
 best field, so an entity is not favoured for how many aliases repeat a word, yet terms found in different
 fields add up ("jackie kennedy" finds Jacqueline Kennedy Onassis: "kennedy" in the label, "jackie" in the
-aliases; scoring the whole query per field, as before, took the better field only, and her top-50 places went
+aliases; scoring the whole query per field would take the better field only, and her top-50 places would go
 to entities labelled "Jackie ..." or "... Kennedy"); plus a constant bonus when the whole normalised query
 equals the label (10) or an alias (5), and 1 more when it equals the label with punctuation kept. Equal scores are
 ordered by popularity (sitelinks), more first. One document per QID: later rows with a QID already seen are

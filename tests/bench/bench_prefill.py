@@ -3,8 +3,8 @@
 Why: on the CPU platform :func:`tasks.llm.vllm_backend.engine_kwargs` turns chunked prefill off (vLLM 0.32 fails a
 seeded request whose partial prefill sampled a token it discards), so a prompt waits for room in a step's token
 budget instead of being split. This script measures the cost on the product's real ELA prompts, against vLLM's
-CPU default (chunked prefill on, same 4,096-token step budget, seeds left out as the backend did before
-6e521a4), each variant in its own process (one engine per process):
+CPU default (chunked prefill on, same 4,096-token step budget, seeds left out, since chunked prefill fails
+seeded requests there), each variant in its own process (one engine per process):
 
 * the first turn (system prompt, few-shot turns, ``<link>question</link>``) of every question of a finished ELA
   run, one batch, the run's search-step token limit;

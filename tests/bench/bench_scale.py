@@ -1,4 +1,4 @@
-"""Scale rehearsal (issue 18 item 2): the real CLI end to end on synthetic dumps of growing size, and a projection.
+"""Scale rehearsal: the real CLI end to end on synthetic dumps of growing size, and a projection.
 
 Input, built from the REAL sample files only (nothing invented but ids and titles):
 
@@ -110,10 +110,10 @@ DENSE = ("passage-dense", "entity-dense")
 SPEEDUP = {
     "stage wikidata": (None, "per-core rate (shard CPU-seconds, 2 workers here) x 16 workers: /16 of core-s"),
     "stage wikipedia": (None, "shards of the multistream .xml.bz2 cut at its bzip2 stream starts (no seek "
-                        "index; before 2026-11-28 byte ranges through one): per-core rate x 16 workers: /16 of core-s"),
+                        "index): per-core rate x 16 workers: /16 of core-s"),
     "seek index wikidata": (None, "plan time, once per file: parallel decompression (rapidgzip) on every core: "
                             "/16 of core-s (decoder threads x wall)"),
-    "seek index wikipedia": (None, "single-stream .xml.bz2 only (runs before 2026-11-28): plan time, once per file: "
+    "seek index wikipedia": (None, "single-stream .xml.bz2 only (saved runs of such inputs): plan time, once per file: "
                              "parallel decompression (indexed_bzip2) on every "
                              "core: /16 of core-s (decoder threads x wall)"),
     "merge": (4.0, "DuckDB, all cores, memory_limit {mem} (spills): ASSUMED /4 for 2 -> 16 threads (50% eff.)"),
@@ -382,7 +382,7 @@ class WikipediaWriter:
 #: (1.2 and 1.05), so that the >= 10 M point is refused up front rather than failing hours in.
 GZ_RATIO, BZ2_RATIO = 6.2, 3.6
 BUILD_PEAK = 4.0e3
-#: kb build's peak at a DuckDB limit of 4 GB or more (the merge spills less): ``auto`` on 24 GB (6300MB, 6e7d18d)
+#: kb build's peak at a DuckDB limit of 4 GB or more (the merge spills less): ``auto`` on 24 GB (6300MB)
 #: peaked at 2.1 / 2.4 kB per entity at 1 M / 3 M, grown to 10 M at their exponent (1.13): 2.8 kB
 BUILD_PEAK_LARGE_LIMIT = 3.0e3
 INDEX_PEAK = 7.4e3
@@ -906,7 +906,7 @@ def report(results: dict[int, dict], startup: float, dense_rate: dict, markdown:
         sp, why = SPEEDUP.get(s, (1.0, "no speed-up assumed"))
         if src != big:
             why = f"FROM THE {src:,} SIZE (not run at {big:,}); {why}"
-        why = why.replace("{mem}", (res.get("memory_limit") or "not recorded (2GB before 6619875)")
+        why = why.replace("{mem}", (res.get("memory_limit") or "not recorded (2GB)")
                           + f" here; auto gives {auto_memory_limit(1, FULL_RAM_GB * 10**9)} on {FULL_RAM_GB} GB, so it "
                           "would spill less there")
         if s == "kb build":

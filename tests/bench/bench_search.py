@@ -1,7 +1,7 @@
 """Benchmark: entity search ranking against bm25s, and at the sample KB's size vs a 10x synthetic label set.
 
-First the ranking, all on the sample KB's entities in this run: the entity index as it ranks now (per query
-term, the best of label and aliases, terms added up), the same index ranked as before issue 18 item 8 (one
+First the ranking, all on the sample KB's entities in this run: the entity index as linkedqa ranks (per query
+term, the best of label and aliases, terms added up), the same index ranked the alternative way (one
 disjunction-max over the fields, each scoring the whole query), and bm25s (numba backend, label + aliases as
 one text; the ``bench`` extra's pin): recall@1/10/50 of the gold QID for every gold mention of the WebQSP-EL
 test questions whose gold entity the KB can name (the ``search-recall`` agent through the agents' batched
@@ -102,7 +102,7 @@ def measure(name: str, folder: Path, rows_iter, queries: list[str], passes: int)
 
 
 def legacy_entity_index():
-    """The entity index ranked as before issue 18 item 8 (same documents): one disjunction-max over the label and
+    """The entity index ranked the alternative way (same documents): one disjunction-max over the label and
     aliases fields, each scoring the whole query, so terms found in different fields do not add up."""
     from tasks.search.entity_index import EntityIndex
 

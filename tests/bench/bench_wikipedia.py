@@ -74,7 +74,7 @@ def write_dump(fh, header: bytes, pages: list[bytes], copies: int) -> tuple[int,
     """Write a plain XML dump of ``copies`` copies of the page set to the binary file ``fh``; (bytes, pages).
 
     Page by page: the copies are never held together (``make bench-scale`` writes ~10 GB of XML at 3 M entities and
-    ~35 GB at 10 M through ``bzip2``; a tuple of every copy, as before 2026-11-27, held them all in memory)."""
+    ~35 GB at 10 M through ``bzip2``; a tuple of every copy would hold them all in memory)."""
     n = size = 0
     copied = (rewrite(p, copy) for copy in range(copies) for p in pages)
     for chunk in itertools.chain((header,), copied, (b"</mediawiki>\n",)):

@@ -15,9 +15,9 @@ Then, with the run's sampling settings (``plan.json``):
 
 Printed: for each pair of passes (and the answers the run stored), how many questions got another ``<answer>``
 and how many another text. On a platform that honours per-request seeds every pair would agree up to the
-engine's numerics. Before 6e521a4 the backend left the seed out on the CPU platform, so the passes drew from the
-engine's one generator (14 of 20 answers changed between A and B); since then CPU engines prefill whole prompts
-and keep every request's seed (``engine_kwargs``), and the passes should agree.
+engine's numerics. With the seed left out (as chunked prefill requires on the CPU platform) the passes draw from
+the engine's one generator (14 of 20 answers changed between A and B); so CPU engines prefill whole prompts and
+keep every request's seed (``engine_kwargs``), and the passes should agree.
 
 Needs the run's ``LINKEDQA_HOME`` (the KB's entity index, the dataset, the embedded model). ~13 min for 20
 questions at 256 answer tokens on 2 cores.

@@ -1,8 +1,8 @@
 """Entity search on the real sample KB: the agents' ``entity_search`` tool over the labels+aliases index.
 
-Query terms add up across the label and the aliases (issue 18 item 8): "jackie kennedy" finds Jacqueline Kennedy
-Onassis (Q165421: "Kennedy" in her label, "Jackie" only in aliases such as "Jackie Kennedy Onassis"), a WebQSP-EL
-test gold mention; and candidate recall on the gold mentions whose entity the KB can name stays where it was.
+Query terms add up across the label and the aliases: "jackie kennedy" finds Jacqueline Kennedy Onassis
+(Q165421: "Kennedy" in her label, "Jackie" only in aliases such as "Jackie Kennedy Onassis"), a WebQSP-EL test
+gold mention; and candidate recall on the gold mentions whose entity the KB can name stays at its measured level.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def test_recall_on_covered_webqsp_el_gold_mentions(kb_home: str):
     m = {r["metric"]: r for r in summary_metrics("search", outs, questions)}
     assert m["recall@50_covered"]["n"] > 1300
     # measured 0.8313 / 0.9398 / 0.9593, the same from two builds of the sample KB whose rows came out of the
-    # merge in different orders (ties broken by QID; by row before: 0.823 / 0.939 / 0.958 from one of them;
-    # the whole-query disjunction-max before that: 0.814 / 0.937 / 0.957)
+    # merge in different orders (ties broken by QID; broken by row: 0.823 / 0.939 / 0.958 from one of them;
+    # with the whole-query disjunction-max: 0.814 / 0.937 / 0.957)
     assert m["recall@1_covered"]["value"] >= 0.831
     assert m["recall@10_covered"]["value"] >= 0.939
     assert m["recall@50_covered"]["value"] >= 0.959

@@ -1,7 +1,7 @@
 """SIGTERM and Ctrl-C (SIGINT) stop a real `linkedqa kb build` within 10 s, with the guarantees of SIGKILL.
 
 The build is held in a worker thread that does not return (``stall:stage:2``: like a long LLM step or DuckDB
-query, where Python's own signal handling used to wait for the thread, > 120 s). The signal comes from outside,
+query, where Python's own signal handling alone would wait for the thread, > 120 s). The signal comes from outside,
 to the process only, as Prefect workers, Kubernetes and systemd send it. Then: exit code 128+signal within
 10 s, no child process left (Prefect's temporary server included, when the command started one), nothing
 published, and the re-run of the same command finishes the build with tables equal to an uninterrupted one.

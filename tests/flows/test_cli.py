@@ -68,7 +68,7 @@ def test_bad_usage_is_one_readable_line(tmp_path: Path, args, code, needle):
                                   ["data", "import", "q.jsonl", "--name", "../x"]])
 def test_bad_arguments_of_a_flow_command_start_no_server_and_import_no_prefect(tmp_path: Path, args):
     """A flow command's arguments are checked before its Prefect server is spawned and its flow imported: a bad
-    one costs neither (it took ~5 s on 2 cores, ~1.5 s now)."""
+    one costs neither (~1.5 s on 2 cores, against ~5 s with them)."""
     code = ("import sys\nfrom flows import prefect_server\nfrom flows.cli import main\n"
             f"rc = main({args!r})\n"
             "print('RESULT', rc, prefect_server._SERVER.proc is not None, 'prefect' in sys.modules)")

@@ -1,5 +1,5 @@
-"""Every ``linkedqa`` command that writes to the warehouse runs a Prefect flow (issue 17: the CLI parses and
-dispatches), so it shows in Prefect and a deployment can call the same flow.
+"""Every ``linkedqa`` command that writes to the warehouse runs a Prefect flow (the CLI parses and dispatches),
+so it shows in Prefect and a deployment can call the same flow.
 
 The commands are parsed by the real parser and dispatched in-process against the session's ephemeral Prefect
 API; each must add a flow run of its flow. Read-only commands (``eval RUN`` without ``--write``) add none. The

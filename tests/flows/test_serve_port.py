@@ -1,5 +1,5 @@
-"""`make serve PREFECT_PORT=<any port>`: the UI served on that port talks to the API on that same port (issue 15:
-only `--port` moved, so /ui-settings kept answering http://127.0.0.1:4200/api and the UI could not connect).
+"""`make serve PREFECT_PORT=<any port>`: the UI served on that port talks to the API on that same port (moving
+only `--port` would leave /ui-settings answering http://127.0.0.1:4200/api, and the UI could not connect).
 
 Runs the real target (own session, temporary LINKEDQA_HOME, so PREFECT_HOME and the server's SQLite database are
 temporary too), then stops it the way a user does, with SIGINT to its process group (Ctrl-C), and checks that the

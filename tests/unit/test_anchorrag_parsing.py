@@ -539,7 +539,7 @@ TOG_ROWS = [
     ("f", "{Sasha Obama and Malia Obama}",
      ["Malia Obama", "Sasha Obama", "Barack Obama"], ["Q76"], ["Q76"], "retrieval"),
 ]
-# Per item, by hand (reference rule = AnchorRAG eval_utils; "lenient" = the pre-issue-16 rule; "togeval" =
+# Per item, by hand (reference rule = AnchorRAG eval_utils; "lenient" = tog.tog_extract / tog_match; "togeval" =
 # ToG eval/eval.py, which always reads the first brace):
 #   a: "Kenyan shilling" = gold -> hit 1, acc 1/1, em 1, f1 1; anchor Q114 in gold -> 1; retrieval.
 #      togeval reads "{Yes}" -> 0.
@@ -576,8 +576,8 @@ EXPECTED_SUMMARY = {
     "acc_tog": ((1 + 0.5 + 1 + 1 + 2 / 3) / 5, 5),  # 25/30 = 0.8333...
     "hit1_tog_answerable": (5 / 5, 5),  # every scored question has a gold answer
     "acc_tog_answerable": (25 / 30, 5),
-    "hit1_tog_lenient": (4 / 5, 5),  # the old hit1_tog: a b c f of a b c d f
-    "acc_tog_lenient": ((1 + 0.5 + 1 + 0 + 2 / 3) / 5, 5),  # 19/30 = 0.6333... (the old acc_tog)
+    "hit1_tog_lenient": (4 / 5, 5),  # a b c f of a b c d f
+    "acc_tog_lenient": ((1 + 0.5 + 1 + 0 + 2 / 3) / 5, 5),  # 19/30 = 0.6333...
     "hit1_tog_togeval": (3 / 5, 5),  # b c f
     "em_strict": (2 / 5, 5),  # a b
     "f1_set": ((1 + 2 / 3 + 0 + 0 + 0.8) / 5, 5),  # 37/75 = 0.4933...

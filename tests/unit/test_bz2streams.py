@@ -123,7 +123,7 @@ def test_single_stream_gzip_and_junk_keep_the_seek_index(plain_json: bytes, tmp_
     one.write_bytes(bz2.compress(plain_json, 9))
     assert stream_cuts(one, 4) is None
     shards = byte_shards(one, 4, tmp_path / "idx")
-    assert all(s.seek_index and not s.streams for s in shards)  # the seek index path, as before
+    assert all(s.seek_index and not s.streams for s in shards)  # no stream cuts: the seek index path
     junk = tmp_path / "junk.bz2"
     junk.write_bytes(b"not bzip2 " + bz2.compress(b"x" * 100))
     assert stream_cuts(junk, 2) is None

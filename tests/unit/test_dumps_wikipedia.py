@@ -244,7 +244,7 @@ def test_wikitext_to_plain_links_lists_entities_and_urls() -> None:
     )
     assert text.split("\n") == [
         "X is a streams of rivers near and wikt:water.",
-        "",  # the File: line (its caption's links included) is gone: a blank line, as before
+        "",  # the File: line (its caption's links included) is gone: a blank line in its place
         "See official site, and too.",
         "It is 35 km long – or so.",
         "Next line end.",

@@ -119,7 +119,7 @@ def test_garbage_is_a_per_item_error(tools):
 
     outs, _ = run_agents(ea_agent(EaAgentSettings(k=5, rewrite=False)), its, ScriptedBackend(garbage_plan_for_first),
                          tl)
-    assert "planning reply names no tool" in outs[0]["error"] and outs[0].get("predicted_entities") is None
+    assert "planning reply names no tool" in outs[0]["error"] and outs[0]["predicted_entities"] == []
     assert all(o["error"] is None and o["predicted_entities"] for o in outs[1:])
     bad = ScriptedBackend(lambda m: "[http://dbpedia.org/resource/Not_a_candidate]" if "IRI" in m[-1]["content"]
                           else PLAN)
@@ -138,7 +138,8 @@ def test_rounds_above_one_are_refused_on_test(tmp_path: Path):
 
 def test_guided_constrains_plan_alignment_and_reflection(tools):
     """guided=true: planning/rewriting replies constrained to tool-path lines, alignment and reflection replies
-    to exactly one shown candidate's ``[IRI]``; the scripted replies (already in those forms) parse as before."""
+    to exactly one shown candidate's ``[IRI]``; the scripted replies (already in those forms) parse as unguided
+    ones do."""
     from tasks.methods.ea.prompting import path_regex
 
     tl, test = tools

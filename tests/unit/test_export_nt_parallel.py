@@ -82,9 +82,9 @@ def test_parts_whose_claims_query_spills_are_written(kb_home: str, tmp_path: Pat
 
     DuckDB creates its spill folder only when it first spills, and only the last level of it; the parts' spill
     folders live under ``<folder>/.spill``, which nothing created, so a build that spilled failed ("Failed to
-    create directory .../.spill/duckdb-1"): first seen at 1 M entities in ``make bench-scale``. On the sample KB,
-    32 MB per worker reproduces it (the code before the fix failed here, 64 MB did not spill); now the parts hold
-    the one-process export's triples and the spill folder is gone."""
+    create directory .../.spill/duckdb-1"): seen at 1 M entities in ``make bench-scale``. On the sample KB, 32 MB
+    per worker makes the claims query spill (64 MB does not); the parts must hold the one-process export's triples
+    and the spill folder must be gone."""
     one = export_ntriples(kb_home, tmp_path / "one.nt", root=layout.home())
     parts, counts = export_ntriples_parts(kb_home, tmp_path / "parts", root=layout.home(), memory_limit="32MB",
                                           workers=2)

@@ -1,18 +1,18 @@
 """The claims, entities, labels, title map, articles and passages merges (``sql/kb/claims.sql``, ``entities.sql``,
-``labels.sql``, ``title_map.sql``, ``articles.sql``, ``passages.sql``) keep the rule they had, in a form that scales.
+``labels.sql``, ``title_map.sql``, ``articles.sql``, ``passages.sql``) keep the rule of their plain forms, in a form
+that scales.
 
 The claims rule: one row per (subject, property, object_qid, object_value); its datatype, rank and source each from
 the richest source (lowest ``prio``) that has a value, ties broken by the smallest value (DuckDB's ``arg_min`` skips
-rows whose value is NULL), except the rank's ties, broken by strength (preferred, truthy, normal, deprecated). Until
-the merge was measured at 1 M entities (``make bench-scale``) it was written ``arg_min(x, (prio, x))``, which DuckDB
-evaluates by its slow generic STRUCT comparison (2.9x slower at 13.9 M claims, and worse than linear).
-``STRUCT_RULE`` below is that form, kept here as the reference the new SQL is compared with; ``STRUCT_ENTITIES`` is
-``entities.sql`` as it was (one row per qid, each field by the same rule); ``STRUCT_LABELS`` and
-``STRUCT_TITLE_MAP`` are ``labels.sql`` (ties broken by length, then text) and ``title_map.sql`` as they were;
-``WINDOW_ARTICLES`` is ``articles.sql`` as it was (a window and two joins over whole rows, texts included, which ran
-out of 2 GB at 1 M entities). ``WINDOW_PASSAGES`` is the rule ``passages.sql`` had as ``DISTINCT ON (passage_id)``
-(which kept an arbitrary row of an id staged twice), with the row it keeps now made definite, written the plain way:
-a window over every row.
+rows whose value is NULL), except the rank's ties, broken by strength (preferred, truthy, normal, deprecated). Its
+plain form is ``arg_min(x, (prio, x))``, which DuckDB evaluates by its slow generic STRUCT comparison (2.9x slower
+at 13.9 M claims, and worse than linear; measured at 1 M entities by ``make bench-scale``). ``STRUCT_RULE`` below
+is that form, kept here as the reference the SQL is compared with; ``STRUCT_ENTITIES`` is ``entities.sql`` in that
+form (one row per qid, each field by the same rule); ``STRUCT_LABELS`` and ``STRUCT_TITLE_MAP`` are ``labels.sql``
+(ties broken by length, then text) and ``title_map.sql`` in that form; ``WINDOW_ARTICLES`` is ``articles.sql`` as
+a window and two joins over whole rows, texts included (which ran out of 2 GB at 1 M entities). ``WINDOW_PASSAGES``
+is the rule of ``DISTINCT ON (passage_id)`` (which keeps an arbitrary row of an id staged twice) with the row it
+keeps made definite, written the plain way: a window over every row.
 
 The real-data tests share one staging of every sample input, as ``kb build --sample`` stages them.
 """
@@ -334,7 +334,7 @@ def test_articles_merge_equals_the_window_form_on_the_real_staged_articles(stage
 def test_passages_merge_equals_the_window_form_on_the_real_staged_passages(staged) -> None:
     """The passages of every real sample input; ``passages.sql`` gives exactly the rows of the window form, in
     passage id order, with qids from the merged articles. Among them, page 316 is in two enwiki sample files with
-    different texts, so its passage ids are staged twice with different rows (the old ``DISTINCT ON`` kept either).
+    different texts, so its passage ids are staged twice with different rows (a ``DISTINCT ON`` would keep either).
     Its passages are picked one id at a time, by their own texts, so that they are all windows of the article text
     ``articles.sql`` kept is a fact of this sample (checked here), not a rule of the SQL."""
     con = _staging(staged, "title_map", "articles")

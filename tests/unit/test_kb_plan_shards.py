@@ -40,7 +40,7 @@ def test_xz_xml_gets_at_most_one_ordinal_shard_per_worker(data_root: Path, home:
     assert [(sh.index, sh.count, sh.seek_index) for sh in xml.shards] == [(0, 2, None), (1, 2, None)]
     assert _shards(plan_from_inputs(shards_per_file=3, workers=8, **inputs)) == {"wikidata-json": 3, "wikipedia": 3}
     assert _shards(plan_from_inputs(shards_per_file=4, workers=1, **inputs)) == {"wikidata-json": 4, "wikipedia": 1}
-    # without a worker count (the API's old call) the XML takes --shards as before
+    # without a worker count (a caller that passes none) the XML takes --shards uncapped
     uncapped = plan_from_inputs(shards_per_file=7, **inputs)
     assert _shards(uncapped) == {"wikidata-json": 7, "wikipedia": 7}
     assert capped.version == uncapped.version

@@ -1,11 +1,11 @@
 """How the merge streams a table out of DuckDB (``tasks.kb.merge.write_query_parts``).
 
-At 3 M entities (``make bench-scale``) the articles merge failed: 100,000 article texts made one Arrow batch of
-more than 2 GiB of strings, which DuckDB cannot export with 32-bit string offsets ("Arrow Appender: The maximum
-total string size for regular string buffers is 2147483647"). Now the export uses 64-bit offsets, articles come in
-smaller batches, and each batch is conformed to the table's 32-bit ``string`` schema in slices. Reproducing the
-failure itself needs more than 2 GiB of text in memory, too much for the suite: these tests pin the parts of the
-fix, on the real sample's staged article pages.
+At 3 M entities (``make bench-scale``) 100,000 article texts make one Arrow batch of more than 2 GiB of strings,
+which DuckDB cannot export with 32-bit string offsets ("Arrow Appender: The maximum total string size for regular
+string buffers is 2147483647"). So the export uses 64-bit offsets, articles come in smaller batches, and each batch
+is conformed to the table's 32-bit ``string`` schema in slices. Reproducing the failure itself needs more than
+2 GiB of text in memory, too much for the suite: these tests pin each of those parts, on the real sample's staged
+article pages.
 """
 
 from __future__ import annotations

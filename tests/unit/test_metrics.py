@@ -178,7 +178,7 @@ def test_retrieval_metrics_by_hand() -> None:
     cut = retrieval_metrics(docs, golds, ks=(1, 2), ids=ids, depth=1)
     assert cut["mrr_retrieval"].per_item == {"q1": 0.0, "q2": 1.0, "q3": 1.0, "q4": 0.0}
     assert cut["ndcg@2"].value is None and cut["ndcg@1"].n == 4
-    # extra whole-token metrics (the old convention): q2 [0, 1] ("start" is not "art")
+    # extra whole-token metrics (the token rule): q2 [0, 1] ("start" is not "art")
     tok = retrieval_metrics(docs, golds, ks=(1, 2), ids=ids, rule="token")
     assert set(tok) == {"ndcg_token@1", "ndcg_token@2", "topk_acc_token@1", "topk_acc_token@2", "mrr_retrieval_token"}
     assert tok["mrr_retrieval_token"].per_item == {"q1": 0.5, "q2": 0.5, "q3": 1.0, "q4": 0.0}

@@ -182,8 +182,8 @@ def test_relevance_matches_text_has_answer_on_random_cases() -> None:
 
 
 def test_relevance_reproducers() -> None:
-    assert qa.relevance(["started"], ["start"]) == [1]  # issue 16: the reference says relevant
-    assert qa.relevance(["started"], ["start"], rule="token") == [0]  # the old convention, kept as *_token
+    assert qa.relevance(["started"], ["start"]) == [1]  # the reference says relevant
+    assert qa.relevance(["started"], ["start"], rule="token") == [0]  # whole tokens only: the *_token variants
     assert qa.relevance(["anything", ""], ["The"]) == [1, 1]  # "" is a substring of every text
     assert qa.relevance(["anything"], []) == [0]
 
@@ -251,7 +251,7 @@ def test_ndcg_per_list_matches_reference() -> None:
 
 
 def test_ranking_reproducers() -> None:
-    assert qa.ndcg_at_k([0, 1, 1], 2) == pytest.approx(0.387, abs=5e-4)  # issue 16 (old rule: 0.631)
+    assert qa.ndcg_at_k([0, 1, 1], 2) == pytest.approx(0.387, abs=5e-4)  # the ideal counts rank 3 (top k alone: 0.631)
     assert qa.ndcg_at_k([0, 1, 1], 2) == pytest.approx(_ref_ndcg(np.array([0, 1, 1]), 2))
     # eval_k = 20 documents: @100 is not computed over 20 documents, it is not reported
     docs = [["no", "yes Paris"] + ["filler"] * 18]
@@ -320,7 +320,7 @@ def test_strategyqa_matches_reference_on_random_cases() -> None:
 
 def test_strategyqa_reproducers() -> None:
     res = qa.strategyqa_metrics(["Not", "Yes, it is", "'yes'"], [["no"], ["yes"], ["yes"]])
-    assert res["strategyqa_acc"].value == pytest.approx(2 / 3)  # issue 16 (old rule: 1/3)
-    assert res["invalid_count"].value == 1.0  # old rule: 2
+    assert res["strategyqa_acc"].value == pytest.approx(2 / 3)  # starts with: "Not" is no (not 1/3)
+    assert res["invalid_count"].value == 1.0  # "'yes'" only (not 2)
     assert [_ref_strategy_answer(p) for p in ["Not", "Yes, it is", "'yes'"]] == ["No", "Yes", "Wrong!"]
     assert qa.parse_yes_no(None) is None and qa.parse_yes_no("  YESTERDAY") is True

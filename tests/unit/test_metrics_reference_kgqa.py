@@ -208,7 +208,7 @@ def test_answerable_and_lenient_extras_on_random_cases() -> None:
 
 
 def test_tog_issue_reproducers_exact() -> None:
-    # issue 16 item 3: a question without gold answers is a miss in the denominator (both references)
+    # a question without gold answers is a miss in the denominator (both references)
     res = tog.tog_metrics(["{Germany}"] * 2, [["Germany"], []], [None] * 2, [None] * 2, [None] * 2)
     assert (res["hit1_tog"].value, res["hit1_tog"].n) == (0.5, 2)
     assert (res["acc_tog"].value, res["acc_tog"].n) == (0.5, 2)
@@ -412,7 +412,7 @@ def test_qald_macro_metrics_reproduce_gerbil_on_random_experiments() -> None:
 
 
 def test_qald_issue_reproducers_exact() -> None:
-    # issue 16 item 4: gold = gold QIDs ∪ literal gold answers (GERBIL: every value of the gold bindings)
+    # gold = gold QIDs ∪ literal gold answers (GERBIL: every value of the gold bindings)
     per_item, summary = registry.compute(
         ["qald_macro_f1_mean"], [{"question_id": "x", "answers": ["Q1", "5"]}],
         [{"question_id": "x", "gold_answer_qids": ["Q1"], "gold_answers": ["5"]}])
@@ -430,7 +430,7 @@ def test_qald_issue_reproducers_exact() -> None:
     # not annotated at all -> not scored; an empty QID list alone is an (empty) gold set
     assert registry._qald_gold(registry.EvalItem("x")) is None
     assert registry._qald_gold(registry.EvalItem("x", gold_answer_qids=[])) == []
-    # issue 16 item 5: a null / empty gold answer is an answer (GERBIL counts it as "")
+    # a null / empty gold answer is an answer (GERBIL counts it as "")
     assert qald_prf([], [""]) == (1.0, 0.0, 0.0)
     assert qald_prf([], [None]) == (1.0, 0.0, 0.0)
     assert qald_prf([""], [""]) == (1.0, 1.0, 1.0)

@@ -1,4 +1,4 @@
-"""A run id hashes its own method's prompts only (issue 17: an ELA prompt edit restarted AnchorRAG runs)."""
+"""A run id hashes its own method's prompts only (so an ELA prompt edit does not restart AnchorRAG runs)."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from tasks.llm.scripted import ScriptedBackend
 from tasks.llm.streaming import BatchSession, ThreadSession, open_session
 from tasks.llm.types import ChatRequest, Completion, SamplingConfig
 from tasks.methods.ela.method import ElaSettings, ela_agent
+from tasks.methods.records import AgentResult
 from tasks.methods.runtime import AgentError, ItemContext, LLMCall, ToolCall, run_agents, run_agents_continuous
 from tests.unit.test_runtime_ela import _script, search_tool
 
@@ -170,6 +171,39 @@ def test_step_limit_and_unknown_tool_are_item_errors():
     assert outs[0]["error"] == "step limit 5 exceeded"
     outs, _ = run_agents_continuous(bad_tool, [{"question_id": "a"}], None, {})
     assert outs[0]["error"] == "AgentError: unknown tool 'nope'"
+
+
+@pytest.mark.parametrize("runtime", [run_agents, run_agents_continuous])
+def test_both_schedulers_fail_an_item_alike(runtime):
+    """Step bound, unknown tool, unsupported action and a result outside the contract: the same item error and the
+    same error event in the trajectory under both schedulers (one item state machine decides them)."""
+    def looping(item, ctx):
+        while True:
+            yield ToolCall("count", 1)
+
+    def empty_list(item, ctx):
+        yield []
+
+    def stray_key(item, ctx):
+        yield ToolCall("count", 1)
+        return {"answer": "x", "_private": 1}
+
+    def typed(item, ctx):
+        n = yield ToolCall("count", 2)
+        return AgentResult(answer=str(n), scores={"n": float(n)}, side={"kept": True})
+
+    tools = {"count": lambda ps: ps}
+    cases = [(looping, {"max_steps": 3}, "step limit 3 exceeded"),
+             (empty_list, {}, "AgentError: agent yielded an unsupported action list"),
+             (stray_key, {}, "AgentError: agent result has unknown field(s) ['_private']")]
+    for agent, kw, error in cases:
+        (out,), _ = runtime(agent, [{"question_id": "a"}], None, tools, **kw)
+        assert out["error"].startswith(error), out["error"]
+        assert json.loads(out["trajectory"])[-1] == {"kind": "error", "error": out["error"]}
+        assert (out["answer"], out["predicted_entities"], out["scores"], out["side"]) == ("", [], {}, None)
+    (out,), _ = runtime(typed, [{"question_id": "a"}], None, tools)
+    assert out["error"] is None and out["answer"] == "2" and out["scores"] == {"n": 2.0} and out["side"] == {
+        "kept": True}
 
 
 @pytest.mark.parametrize("n", [0, 1])

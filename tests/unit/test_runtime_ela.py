@@ -140,7 +140,7 @@ def test_answer_cut_off_at_max_tokens_gets_one_bounded_follow_up():
     out, _ = run_agents(ela_agent(ElaSettings(answer_followup_tokens=24)), items, backend,
                         {"entity_search": search_tool})
     assert out[0]["error"] is None and out[0]["predicted_entities"] == ["Q90", "Q142"]
-    assert out[0]["llm_calls"] == 3 and out[0]["_sft"] is None  # no self-play record from a cut-off reasoning
+    assert out[0]["llm_calls"] == 3 and out[0]["side"] is None  # no self-play record from a cut-off reasoning
     follow = backend.requests[-1]
     assert follow.sampling.max_tokens == 24 and follow.messages[-2]["role"] == "assistant"
     steps = json.loads(out[0]["trajectory"])

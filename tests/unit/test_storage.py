@@ -162,7 +162,7 @@ def test_catalog_refresh_is_atomic_while_a_reader_holds_it(home: Path):
 def test_a_spilling_query_creates_the_parent_of_its_spill_folder(tmp_path: Path):
     """DuckDB creates ``temp_directory`` only when it first spills, and only its last level: a spill folder under a
     folder nobody created failed with "Failed to create directory" (kg-oxigraph at 1 M entities). Grouping 3 M
-    distinct strings under 64 MB spills (without the parent it failed with that error); it now runs."""
+    distinct strings under 64 MB spills (without the parent it fails with that error); it must run."""
     spill = tmp_path / "not-yet" / "duckdb-0"
     con = spilling_connection("64MB", spill, threads=1)
     try:

@@ -50,7 +50,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from tasks.llm.types import ChatRequest, Completion, SamplingConfig
 from tasks.methods.anchorrag.graph import (
@@ -71,6 +71,7 @@ from tasks.methods.anchorrag.parsing import (
 from tasks.methods.anchorrag.settings import AnchorRagSettings, CotSettings, OpenWorldKgSettings, TogSettings
 from tasks.methods.kg_context import approx_tokens
 from tasks.methods.prompt_files import PromptFolder
+from tasks.methods.records import AgentResult, note_answered_by
 from tasks.methods.runtime import AgentError, AgentFn, ItemContext, LLMCall, ToolCall
 from tasks.metrics.tog import tog_extract
 
@@ -184,11 +185,12 @@ def _tool(result: Any, tool: str) -> Any:
     return result
 
 
-def _final(response: str, source: str, anchors: list[str], ictx: ItemContext, failures: int) -> dict:
-    ictx.log({"answered_by": source})
+def _final(response: str, source: Literal["retrieval", "cot"], anchors: list[str], ictx: ItemContext,
+           failures: int) -> AgentResult:
+    ictx.log(note_answered_by(source))
     answer = tog_extract(response)
-    return {"answer": response, "answers": [answer] if answer else [], "predicted_entities": anchors,
-            "scores": {"parse_failures": float(failures)}}
+    return AgentResult(answer=response, answers=[answer] if answer else [], predicted_entities=anchors,
+                       scores={"parse_failures": float(failures)})
 
 
 # ------------------------------------------------------------------------------------------------ retrieval

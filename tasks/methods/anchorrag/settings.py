@@ -33,7 +33,7 @@ class OpenWorldKgSettings(MethodSettings):
         max_tokens_step: Completion bound of the other steps.
         temperature: Sampling temperature (0: greedy, reproducible).
         seed: Sampling seed.
-        guided: Structured outputs (issue 19): the keyword step is constrained to one line of 1 to
+        guided: Structured outputs: the keyword step is constrained to one line of 1 to
             ``max_keywords`` comma-separated keywords of at most 8 words each (``agents.keywords_regex``).
             False = the paper's free-form prompting.
     """

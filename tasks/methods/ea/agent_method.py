@@ -66,6 +66,7 @@ from tasks.methods.ea.prompting import (
 )
 from tasks.methods.ea.reward import ALPHA, BETA, compute_reward
 from tasks.methods.ea.selectors import MAX_TRIPLES, relation_scores, select_attribute_triples, select_relation_triples
+from tasks.methods.records import AgentResult, ItemOutput
 from tasks.methods.runtime import AgentError, ItemContext, LLMCall, Tool, ToolCall
 
 
@@ -84,7 +85,7 @@ class EaAgentSettings(EaEmbedSettings):
     seed: int = 0
     max_tokens_plan: int = 48
     max_tokens_align: int = 96
-    #: Structured outputs (issue 19): path planning / rewriting constrained to ``1. <ToolName>`` lines over the
+    #: Structured outputs: path planning / rewriting constrained to ``1. <ToolName>`` lines over the
     #: tool pool (``prompting.path_regex``), the Entity Alignment Tool and Reflector replies to exactly one of
     #: the shown candidates as ``[IRI]`` (``prompting.choice_options``). False = the paper's free-form prompts.
     guided: bool = False
@@ -247,13 +248,8 @@ def ea_agent(settings: EaAgentSettings):
                                  "repairs": list(rewritten.repairs)})
             rounds.append(rec)
             path = next_path
-        return {
-            "predicted_entities": [final] if final else [],
-            "answer": "",
-            "answers": [x["id"] for x in all_cands],
-            "scores": scores,
-            "_ea": {"query": query, "rounds": rounds},
-        }
+        return AgentResult(predicted_entities=[final] if final else [], answers=[x["id"] for x in all_cands],
+                           scores=scores, side={"query": query, "rounds": rounds})
 
     return agent
 
@@ -288,7 +284,7 @@ class EaAgentMethod(Method):
         """The EA-Agent step machine."""
         return ea_agent(self.settings)
 
-    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext,
+    def postprocess(self, outputs: list[ItemOutput], questions: list[dict], ctx: MethodContext,
                     shard: int) -> dict[str, Any] | None:
         """The policy-update records of every round as SFT JSONL side outputs of the run."""
         if not self.settings.rewrite:
@@ -296,14 +292,14 @@ class EaAgentMethod(Method):
         return sft_side_outputs(outputs, shard, self.settings.rounds)
 
 
-def sft_records(outputs: list[dict], n_rounds: int) -> dict[int, list[dict[str, Any]]]:
+def sft_records(outputs: list[ItemOutput], n_rounds: int) -> dict[int, list[dict[str, Any]]]:
     """Round -> policy-update records ``(query, path, reward, rewritten path)`` with SFT chat messages.
 
     Items that errored or whose rewrite could not be parsed contribute no record for that round.
     """
     per: dict[int, list[dict[str, Any]]] = {r: [] for r in range(n_rounds)}
     for o in outputs:
-        ea = o.get("_ea")
+        ea = o["side"]
         if not ea or o.get("error"):
             continue
         for rec in ea["rounds"]:
@@ -319,7 +315,7 @@ def sft_records(outputs: list[dict], n_rounds: int) -> dict[int, list[dict[str, 
     return per
 
 
-def sft_side_outputs(outputs: list[dict], shard: int, n_rounds: int) -> dict[str, Any]:
+def sft_side_outputs(outputs: list[ItemOutput], shard: int, n_rounds: int) -> dict[str, Any]:
     """``sft/round-<r>/part-<shard>.jsonl`` (records) and ``.json`` (counts) for every round."""
     out: dict[str, Any] = {}
     for r, recs in sft_records(outputs, n_rounds).items():

@@ -230,7 +230,7 @@ class AlignmentScorer:
             top = np.argpartition(-score, k - 1, axis=1)[:, :k]
             for i in range(len(pos)):
                 # argpartition keeps an arbitrary subset of the targets tied with the k-th score: keep the
-                # lowest positions among them, so the top k is that of a stable sort (OpenEA's order, issue 16)
+                # lowest positions among them, so the top k is that of a stable sort (OpenEA's order)
                 row, kth = score[i], score[i, top[i]].min()
                 above = np.flatnonzero(row > kth)
                 tied = np.flatnonzero(row == kth)[: k - len(above)]

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from tasks.llm.types import ChatRequest, SamplingConfig
 from tasks.methods.base import Method, MethodContext, MethodSettings, source_index_paths
 from tasks.methods.prompt_files import PromptFolder
+from tasks.methods.records import AgentResult, ItemOutput
 from tasks.methods.runtime import AgentError, ItemContext, LLMCall, ToolCall
 from tasks.search.kb_indexes import search_tool
 
@@ -55,7 +56,7 @@ class ElaSettings(MethodSettings):
     #: ``<answer>`` (``prompts/ela_answer_followup.txt``; recorded in the trajectory, counted in the tokens).
     #: 0 turns it off: the paper's behaviour, where such an item ends with an error.
     answer_followup_tokens: int = 32
-    #: Structured outputs (issue 19): the answer step is constrained by a regex to ``<think>`` (at most
+    #: Structured outputs: the answer step is constrained by a regex to ``<think>`` (at most
     #: ``GUIDED_THINK_WORDS`` words, no ``<``) then ``<answer>`` with up to ``MAX_MENTIONS`` indexes of the
     #: candidates shown; the follow-up to ``<answer>...</answer>`` alone. False = the paper's free-form prompting.
     guided: bool = False
@@ -186,7 +187,7 @@ def ela_agent(settings: ElaSettings):
         if mentions is None:
             raise AgentError("no <search> block or Search() call in output")
         if not mentions:
-            return {"predicted_entities": [], "answer": "", "answers": []}
+            return AgentResult()
         results = yield ToolCall("entity_search", {"queries": mentions, "k": settings.k})
         listing, flat = format_candidates(mentions, results)
         msgs2 = answer_messages(msgs, first.text, listing)
@@ -223,13 +224,10 @@ def ela_agent(settings: ElaSettings):
                 qids.append(q)
         ctx.log({"step": "answer", "parsed": valid, "qids": qids})
         sft = msgs2 + [{"role": "assistant", "content": _close(second.text, "</answer>")}]
-        return {
-            "predicted_entities": qids,
-            "answer": "",
-            "answers": [flat[i].get("title") or "" for i in valid],
-            # a cut-off reasoning is no demonstration to train on: no self-play record after a follow-up
-            "_sft": None if followed_up else {"messages": sft, "cot": parse_think(second.text), "mentions": mentions},
-        }
+        # a cut-off reasoning is no demonstration to train on: no self-play record after a follow-up
+        return AgentResult(
+            predicted_entities=qids, answers=[flat[i].get("title") or "" for i in valid],
+            side=None if followed_up else {"messages": sft, "cot": parse_think(second.text), "mentions": mentions})
 
     return agent
 
@@ -269,7 +267,7 @@ class ElaMethod(Method):
         """The ELA step machine."""
         return ela_agent(self.settings)
 
-    def postprocess(self, outputs: list[dict], questions: list[dict], ctx: MethodContext,
+    def postprocess(self, outputs: list[ItemOutput], questions: list[dict], ctx: MethodContext,
                     shard: int) -> dict[str, Any] | None:
         """Self-play export: keep trajectories whose predicted set equals the gold set (paper §Implementation).
 
@@ -282,7 +280,7 @@ class ElaMethod(Method):
         texts = questions_by_id(questions)
         kept = []
         for o in outputs:
-            sft = o.get("_sft")
+            sft = o["side"]
             if sft and not o.get("error") and set(o.get("predicted_entities") or []) == gold.get(o["question_id"]):
                 kept.append({"question_id": o["question_id"], "query": texts[o["question_id"]],
                              "cot": sft["cot"], "answer": o["predicted_entities"], "messages": sft["messages"]})

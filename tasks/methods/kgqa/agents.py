@@ -64,6 +64,7 @@ from tasks.methods.kgqa.parsing import (
 from tasks.methods.kgqa.settings import KgqaSettings, ReactKgSettings
 from tasks.methods.kgqa.tools import _can_link
 from tasks.methods.prompt_files import PromptFolder
+from tasks.methods.records import AgentResult
 from tasks.methods.runtime import AgentError, AgentFn, ItemContext, LLMCall, ToolCall
 from tasks.metrics.qald import qald_prf
 
@@ -334,12 +335,13 @@ def _entity_header(qid: str, label: str | None, facts: list[dict]) -> str:
     return text + (f", instance of: {', '.join(types)}" if types else "")
 
 
-def _result(main: str | None, answers: list[str], linked: list[str], gold: dict | None = None) -> dict:
-    out = {"predicted_entities": [main] if main else [], "answer": "; ".join(answers), "answers": linked}
+def _result(main: str | None, answers: list[str], linked: list[str], gold: dict | None = None) -> AgentResult:
+    scores = {}
     if gold is not None:
         local = gold["qids"] + gold["literals"]
-        out["scores"] = {**gold["scores"], "kb_gold_answer_f1": qald_prf(linked, local)[2] if local else 0.0}
-    return out
+        scores = {**gold["scores"], "kb_gold_answer_f1": qald_prf(linked, local)[2] if local else 0.0}
+    return AgentResult(predicted_entities=[main] if main else [], answer="; ".join(answers), answers=linked,
+                       scores=scores)
 
 
 def local_gold(enabled: bool, item: dict, ctx: ItemContext) -> Generator[Any, Any, dict | None]:

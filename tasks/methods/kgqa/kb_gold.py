@@ -1,4 +1,4 @@
-"""Local-KB gold: what the KB a run uses answers to a question's gold SPARQL query (issue 5, item 3).
+"""Local-KB gold: what the KB a run uses answers to a question's gold SPARQL query.
 
 Why not in the dataset loaders: a loader reads files and knows no KB, and the questions table is shared by every
 KB version; the local answers depend on the KB version. So they are computed where both are known, at run time,

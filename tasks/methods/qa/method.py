@@ -43,6 +43,7 @@ from tasks.methods.kgqa.method import KgOneHopMethod
 from tasks.methods.kgqa.settings import KgAccessSettings, KgPromptSettings, KgqaSettings
 from tasks.methods.kgqa.tools import closed_book_kg_tools, kgqa_index_paths
 from tasks.methods.prompt_files import PromptFolder
+from tasks.methods.records import AgentResult, note_retrieved
 from tasks.methods.runtime import ItemContext, LLMCall, ToolCall
 from tasks.metrics.runs import RETRIEVAL_METRICS
 from tasks.search.kb_indexes import dense_passage_index, passage_index, passage_index_dir
@@ -122,7 +123,7 @@ class QASettings(MethodSettings):
     cot: bool | None = None  # KGQA closed-book only: reasoning before the answer (default on, as the QALD paper)
     system: str = ""  # optional system message (the paper has none; e.g. "Answer with a few words.")
     max_doc_words: int = 2400  # bound on document words in one prompt (the engine's context is finite)
-    #: Structured outputs (issue 19): on yes/no datasets (StrategyQA) the answer is the choice ``yes``/``no``;
+    #: Structured outputs: on yes/no datasets (StrategyQA) the answer is the choice ``yes``/``no``;
     #: on KGQA datasets closed-book's JSON steps get the KGQA JSON schemas. False = the papers' free-form prompts.
     guided: bool = False
 
@@ -277,10 +278,10 @@ class _RagMethod(Method):
 
         def agent(item: dict, ictx: ItemContext):
             hits = yield ToolCall("retrieve", {"query": item["question"], "k": k})
-            ictx.log({"retrieved": [{"id": h["id"], "title": h["title"], "text": h["text"]} for h in hits[:k]]})
+            ictx.log(note_retrieved(hits[:k]))
             docs, truncated = budget_docs(hits[: s.docs], s.max_doc_words)
             answer = yield from _answer_step(item, ictx, qa_prompt(item["question"], docs), sampling, s.system)
-            return {"answer": answer, "scores": {"docs_truncated": float(truncated)}}
+            return AgentResult(answer=answer, scores={"docs_truncated": float(truncated)})
 
         return agent
 
@@ -445,7 +446,7 @@ class ERMethod(Method):
                     elif art["page_id"] not in {d["page_id"] for d in docs}:
                         docs.append({"page_id": art["page_id"], "title": art["title"], "qid": art["qid"],
                                      "text": first_words(art["text"], s.words)})
-            ictx.log({"retrieved": [{"id": str(d["page_id"]), "title": d["title"], "text": d["text"]} for d in docs]})
+            ictx.log(note_retrieved([{"id": d["page_id"], "title": d["title"], "text": d["text"]} for d in docs]))
             docs_in, truncated = budget_docs(docs, s.max_doc_words)
             if not docs_in:
                 reason = "no linked entity" if not qids else "no article for the linked entities"
@@ -453,9 +454,9 @@ class ERMethod(Method):
             answer = yield from _answer_step(item, ictx, qa_prompt(item["question"], docs_in or None), sampling,
                                             s.system)
             # predicted_entities only for linked entities (ERSp / ELA-for-QA): gold ones are not predictions
-            return {"answer": answer, "predicted_entities": [q for q in qids if q] if linked is not None else [],
-                    "scores": {"fallback": float(not docs_in), "missing_articles": float(missing),
-                               "docs_truncated": float(truncated)}}
+            return AgentResult(answer=answer, predicted_entities=[q for q in qids if q] if linked is not None else [],
+                               scores={"fallback": float(not docs_in), "missing_articles": float(missing),
+                                       "docs_truncated": float(truncated)})
 
         return agent
 

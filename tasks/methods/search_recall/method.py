@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from storage import layout
 from storage.parquet_io import read_table
 from tasks.methods.base import Method, MethodContext, MethodSettings, source_index_paths
+from tasks.methods.records import AgentResult
 from tasks.methods.runtime import ItemContext, ToolCall
 from tasks.search.kb_indexes import search_tool
 
@@ -37,11 +38,11 @@ def search_recall_agent(settings: SearchRecallSettings, kb_qids: set[str]):
         covered = float(bool(gold) and all(q in kb_qids for q in gold))
         if not mentions:
             ctx.log({"note": "no gold mentions"})
-            return {"predicted_entities": [], "answers": [], "scores": {"gold_in_kb": covered}}
+            return AgentResult(scores={"gold_in_kb": covered})
         results = yield ToolCall("entity_search", {"queries": [m["text"] for m in mentions], "k": settings.k})
         answers = [f"{j}:{c['qid']}" for j, cands in enumerate(results) for c in cands if c.get("qid")]
         top1 = [cands[0]["qid"] for cands in results if cands and cands[0].get("qid")]
-        return {"predicted_entities": top1, "answers": answers, "scores": {"gold_in_kb": covered}}
+        return AgentResult(predicted_entities=top1, answers=answers, scores={"gold_in_kb": covered})
 
     return agent
 
