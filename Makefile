@@ -77,7 +77,7 @@ report: $(STAMP)
 	$(BIN)/linkedqa report --notebooks
 
 # A local Prefect server in the background, then the deployments of prefect.yaml served in the foreground by
-# flows/serve.py. The server runs in its own session so Ctrl-C reaches only the serve process, which pauses the
+# flows/cli/serve.py. The server runs in its own session so Ctrl-C reaches only the serve process, which pauses the
 # schedules through the still-running server; the EXIT trap then stops the server by its pid.
 # Server state: $$PREFECT_HOME (default LINKEDQA_HOME/.prefect). `--port` alone moves only the listener: the UI asks
 # /ui-settings for its API URL, which the server derives from PREFECT_UI_API_URL, else PREFECT_API_URL, else
@@ -102,7 +102,7 @@ serve: $(STAMP)
 	done; \
 	healthy || { echo "prefect server not healthy after 120 s; see $$log" >&2; exit 1; }; \
 	echo "prefect server (pid $$server) at $$url, log $$log"; \
-	PREFECT_API_URL=$$url/api $(BIN)/python -m flows.serve
+	PREFECT_API_URL=$$url/api $(BIN)/python -m flows.cli.serve
 
 clean-warehouse:
 	rm -rf warehouse

@@ -1,7 +1,7 @@
 """Flow ``render_reports``: refresh the catalog, execute the report notebooks, publish where the HTML went.
 
 Inputs: the catalog of ``LINKEDQA_HOME`` and ``notebooks/*.py``. Outputs: ``<LINKEDQA_HOME>/reports/<name>.html``
-(``flows.notebook_report.execute_notebooks``) and a markdown artifact listing them. This is the on-demand
+(``tasks.reports.notebooks.execute_notebooks``) and a markdown artifact listing them. This is the on-demand
 deployment ``render_reports/on-demand`` of ``prefect.yaml``; ``linkedqa report --notebooks`` does the same
 without Prefect.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows.notebook_report import REPORT_NOTEBOOKS, execute_notebooks
 from storage.catalog import refresh_catalog
+from tasks.reports.notebooks import REPORT_NOTEBOOKS, execute_notebooks
 
 
 @flow(name="render_reports")

@@ -65,7 +65,7 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory):
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.prefect_server import drop_flow_heartbeats, uvicorn_dies_with_this_process
+    from flows.cli.prefect_server import drop_flow_heartbeats, uvicorn_dies_with_this_process
 
     with contextlib.ExitStack() as stack:
         with uvicorn_dies_with_this_process():  # a pytest killed by SIGTERM/SIGKILL takes its server along

@@ -282,7 +282,7 @@ def deployments_table() -> str:
     import yaml  # heavy enough to keep out of the CLI sections
     from prefect.flows import load_flow_from_entrypoint  # heavy: prefect (the flow names, as make serve reads them)
 
-    from flows.serve import load_deployment_specs, resolve_entrypoint  # cron schedules only (schedules_of)
+    from flows.cli.serve import load_deployment_specs, resolve_entrypoint  # cron schedules only (schedules_of)
 
     rows = ["| deployment | flow (entrypoint) | schedule (UTC unless noted) | pool | parameters |",
             "|---|---|---|---|---|"]

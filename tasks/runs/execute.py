@@ -29,14 +29,13 @@ from storage.manifest import git_sha, now_iso, read_manifest, write_json_atomic,
 from storage.parquet_io import part_files, read_table, remove_temp_files, write_table
 from storage.schemas import PREDICTIONS
 from storage.side_files import write_side_outputs
-from tasks.datasets.registry import dataset_task
 from tasks.datasets.store import latest_dataset_folder, store_dataset
-from tasks.methods.registry import get_method
 from tasks.methods.runtime import RunProgress, run_agents, run_agents_continuous
 from tasks.metrics.base import METRICS_FORMAT
 from tasks.metrics.runs import per_item_scores, summary_metrics
 from tasks.progress import progress
 from tasks.runs.backends import get_backend
+from tasks.runs.checks import check_run_config
 from tasks.runs.config import (
     OPERATIONAL_FIELDS,
     RunConfig,
@@ -82,12 +81,10 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
     """Resolve a run config into a plan and persist ``plan.json`` (idempotent).
 
     Raises:
-        tasks.methods.registry.UnknownMethod, tasks.methods.base.UnknownSetting, LookupError: Bad inputs.
+        tasks.methods.registry.UnknownMethod, tasks.methods.base.UnknownSetting, LookupError: Bad inputs
+            (:func:`tasks.runs.checks.check_run_config`; no KB, no questions).
     """
-    method_cls = get_method(cfg.method)
-    settings = method_cls.parse_settings(cfg.settings)
-    task = dataset_task(cfg.dataset)
-    method_cls.check_task(cfg.dataset, task)
+    method_cls, settings, task = check_run_config(cfg, root)
     needs_kb = method_cls.needs_kb_for(task)
     kb_version = resolve_kb(cfg.kb, root) if needs_kb else None
     if needs_kb and kb_version is None:

@@ -60,7 +60,7 @@ print(time.perf_counter() - t0, sum(rec["rows"].values()))
 BOOT = r'''
 import time
 t0 = time.perf_counter()
-from flows import prefect_server
+from flows.cli import prefect_server
 prefect_server.spawn_ephemeral_server()
 prefect_server.bind_ephemeral_server()
 print(time.perf_counter() - t0)

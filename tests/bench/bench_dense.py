@@ -119,7 +119,7 @@ def main() -> int:
     ap.add_argument("--only-chosen", action="store_true", help="measure flat and the chosen structure only")
     a = ap.parse_args()
 
-    from flows.cli import setup_env
+    from flows.cli.env import setup_env
 
     setup_env()
     import faiss  # heavy: faiss

@@ -24,7 +24,7 @@ import time
 
 def one(dtype: str, n: int, max_tokens: int, model: str) -> dict:
     """Start an engine in ``dtype`` and time one batched generation of the benchmark prompts."""
-    from flows.cli import setup_env
+    from flows.cli.env import setup_env
 
     setup_env()
     from tasks.llm.types import ChatRequest, EngineConfig, SamplingConfig

@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--skip-llm", action="store_true")
     a = ap.parse_args()
 
-    from flows.cli import setup_env
+    from flows.cli.env import setup_env
 
     setup_env()
     from storage import layout

@@ -214,7 +214,7 @@ def compare_rankings(rows: list[dict], queries: list[str], folder: Path, passes:
 def sample_kb_entities() -> tuple[str, Path, list[dict], list[str]]:
     """(KB version, LINKEDQA_HOME, its searchable entity rows as the entity index reads them, WebQSP-EL test gold
     mention texts), after the CLI's environment set-up; exits when there is no KB."""
-    from flows.cli import setup_env
+    from flows.cli.env import setup_env
 
     setup_env()
     from storage import layout

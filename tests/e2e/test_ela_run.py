@@ -109,7 +109,7 @@ def test_ela_stopped_mid_llm_step_then_resumed_and_replayed(run_env, embedded_ll
     generates and is out within 10 s; the in-process re-run finishes it (stored rows, trajectories, metrics,
     catalog checks), is never recomputed after, and a replay from the response cache gives the same predictions.
 
-    SIGINT (Ctrl-C) goes through the same handler (``flows.signals.STOP_SIGNALS``); it is tested on a real
+    SIGINT (Ctrl-C) goes through the same handler (``flows.cli.signals.STOP_SIGNALS``); it is tested on a real
     ``linkedqa kb build`` with its own Prefect server in ``tests/faults/test_fault_signals.py``, so a second
     85 s engine start here would test no other code. (Generation limits are unique to this test so that no
     response is in the session's cache: the engine must be busy.)

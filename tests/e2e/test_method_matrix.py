@@ -128,7 +128,7 @@ def matrix_env(tmp_path_factory: pytest.TempPathFactory, data_root: Path,
     env = {**os.environ, **runtime_env_defaults(ROOT / "warehouse")}
     env.pop("LD_PRELOAD", None)
     log = home.parent / "vllm-server.log"
-    from flows.prefect_server import _die_with_parent_fn
+    from flows.cli.prefect_server import _die_with_parent_fn
 
     with log.open("wb") as out:
         server = subprocess.Popen(

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from flows.notebook_report import execute_notebooks
 from storage import layout
+from tasks.reports.notebooks import execute_notebooks
 
 
 @pytest.fixture()

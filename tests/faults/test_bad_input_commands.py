@@ -83,7 +83,7 @@ def _args(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def _is_number(a: argparse.Action) -> bool:
-    return a.type in (int, float) or getattr(a.type, "__qualname__", "").startswith("_positive")
+    return a.type in (int, float) or getattr(a.type, "__qualname__", "").startswith("positive")
 
 
 def _is_input(a: argparse.Action) -> bool:
@@ -129,7 +129,7 @@ def test_every_argument_is_of_a_known_kind() -> None:
 
 
 def test_every_number_has_a_range_check() -> None:
-    """Numbers are parsed by ``flows.cli._positive`` (a range), never by a bare ``int``/``float``."""
+    """Numbers are parsed by ``flows.cli.args.positive`` (a range), never by a bare ``int``/``float``."""
     bare = [(" ".join(cmd), a.dest) for cmd, p in leaves() for a in _args(p) if a.type in (int, float)]
     assert not bare, f"numbers without a range check: {bare}"
 

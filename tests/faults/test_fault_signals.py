@@ -98,7 +98,7 @@ def test_kb_build_stops_on_a_signal_within_10_s_and_resumes(cli, ref_kb, data_ro
 @pytest.mark.timeout(300)
 def test_sigkilled_command_takes_its_own_prefect_server_along(cli, data_root, tmp_path):
     """SIGKILL (the OOM killer) runs no handler: the command's temporary Prefect server must still die with it
-    (its parent-death signal, ``flows.prefect_server``), not linger as an orphan holding a port and a database.
+    (its parent-death signal, ``flows.cli.prefect_server``), not linger as an orphan holding a port and a database.
     The resume after a SIGKILL is tested on builds in ``test_fault_kb_build.py`` and on runs in
     ``test_fault_run.py``."""
     log = tmp_path / "build.log"

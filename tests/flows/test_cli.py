@@ -69,7 +69,7 @@ def test_bad_usage_is_one_readable_line(tmp_path: Path, args, code, needle):
 def test_bad_arguments_of_a_flow_command_start_no_server_and_import_no_prefect(tmp_path: Path, args):
     """A flow command's arguments are checked before its Prefect server is spawned and its flow imported: a bad
     one costs neither (~1.5 s on 2 cores, against ~5 s with them)."""
-    code = ("import sys\nfrom flows import prefect_server\nfrom flows.cli import main\n"
+    code = ("import sys\nfrom flows.cli import prefect_server\nfrom flows.cli import main\n"
             f"rc = main({args!r})\n"
             "print('RESULT', rc, prefect_server._SERVER.proc is not None, 'prefect' in sys.modules)")
     env = user_shell_env(tmp_path / "wh")
@@ -122,8 +122,8 @@ def test_the_cli_module_imports_no_command_machinery() -> None:
     """Every command, and every spawned worker of one (multiprocessing imports the parent's ``__main__``),
     imports ``flows.cli``: the method registry, the run machinery, reports, notebooks and fetchers are imported
     by the commands that use them (~0.9 s less per process on 2 cores)."""
-    heavy = ("tasks.methods.registry", "tasks.runs.execute", "tasks.runs.backends", "flows.notebook_report",
-             "flows.report_views", "flows.demo_summary", "tasks.fetch.http", "tasks.llm.models", "prefect")
+    heavy = ("tasks.methods.registry", "tasks.runs.execute", "tasks.runs.backends", "tasks.reports.notebooks",
+             "tasks.reports.views", "flows.cli.demo_summary", "tasks.fetch.http", "tasks.llm.models", "prefect")
     code = f"import sys, flows.cli; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -131,9 +131,9 @@ def test_the_cli_module_imports_no_command_machinery() -> None:
 
 
 def test_errors_of_modules_imported_by_commands_get_their_exit_code_and_hint() -> None:
-    """``_error_kind`` knows these errors by name (``module:Class``, their defining module): each name must
+    """``error_kind`` knows these errors by name (``module:Class``, their defining module): each name must
     still resolve, and give its exit code once the module is imported."""
-    from flows.cli import EXIT_DATA, EXIT_MISSING, EXIT_USAGE, _error_kind, _loaded
+    from flows.cli.errors import EXIT_DATA, EXIT_MISSING, EXIT_USAGE, error_kind, loaded
     from tasks.datasets.registry import UnknownDataset
     from tasks.dumps.errors import DumpError
     from tasks.fetch.http import ChecksumMismatch, FetchError
@@ -146,9 +146,9 @@ def test_errors_of_modules_imported_by_commands_get_their_exit_code_and_hint() -
              "tasks.methods.registry:UnknownMethod": UnknownMethod, "tasks.methods.base:UnknownSetting": UnknownSetting,
              "tasks.datasets.registry:UnknownDataset": UnknownDataset}
     for name, cls in names.items():
-        assert _loaded(name) == (cls,)
-    assert _loaded("no.such.module:Error") == ()
-    codes = {cls: _error_kind(cls.__new__(cls))[0] for cls in names.values()}  # instances without their __init__
+        assert loaded(name) == (cls,)
+    assert loaded("no.such.module:Error") == ()
+    codes = {cls: error_kind(cls.__new__(cls))[0] for cls in names.values()}  # instances without their __init__
     assert codes == {DumpNotFound: EXIT_MISSING, ChecksumMismatch: EXIT_DATA, FetchError: EXIT_DATA,
                      DumpError: EXIT_DATA, UnknownMethod: EXIT_USAGE, UnknownSetting: EXIT_USAGE,
                      UnknownDataset: EXIT_USAGE}

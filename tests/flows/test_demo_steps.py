@@ -1,4 +1,4 @@
-"""The demo is built from the same parser as the commands it shows (it once drifted and failed for every user)."""
+"""The demo is built from the same parser as the commands it shows, so it cannot drift from them."""
 
 from __future__ import annotations
 
@@ -7,30 +7,32 @@ from pathlib import Path
 import pytest
 
 from flows import cli
+from flows.cli import data, demo, kb, runs
 from tasks.llm.env import BF16_CPU_FLAGS, cpu_flags, resolve_dtype
+from tasks.runs.checks import check_run_config
 
 
 def test_every_demo_step_is_a_real_command_line():
     parser = cli.build_parser()
-    demo = parser.parse_args(["demo"])
-    assert (demo.limit, demo.shards, demo.max_tokens_answer) == (cli.DEMO_LIMIT, cli.DEMO_SHARDS,
-                                                                 cli.DEMO_MAX_TOKENS_ANSWER)
-    steps = cli.demo_steps(demo)
+    args = parser.parse_args(["demo"])
+    assert (args.limit, args.shards, args.max_tokens_answer) == (demo.DEMO_LIMIT, demo.DEMO_SHARDS,
+                                                                 demo.DEMO_MAX_TOKENS_ANSWER)
+    steps = demo.demo_steps(args)
     fns = []
     for _, argv in steps:
-        ns = parser.parse_args(argv)  # SystemExit here = a demo step the CLI no longer accepts
+        ns = parser.parse_args(argv)  # SystemExit here = a demo step the CLI does not accept
         fns.append(ns.fn)
-        if ns.fn is cli.cmd_run:
-            cli.validate_run(cli.run_config_from_args(ns))  # method, settings and dataset are known
-    assert fns == [cli.cmd_kb_build, cli.cmd_models_prepare, cli.cmd_run, cli.cmd_run]
+        if ns.fn is runs.cmd_run:
+            check_run_config(runs.run_config_from_args(ns))  # method, settings and dataset are known
+    assert fns == [kb.cmd_kb_build, data.cmd_models_prepare, runs.cmd_run, runs.cmd_run]
     ela = parser.parse_args(steps[-1][1])
-    assert (ela.method, ela.limit, ela.shards) == ("ela", cli.DEMO_LIMIT, cli.DEMO_SHARDS)
-    assert ela.set == [f"max_tokens_answer={cli.DEMO_MAX_TOKENS_ANSWER}"]
+    assert (ela.method, ela.limit, ela.shards) == ("ela", demo.DEMO_LIMIT, demo.DEMO_SHARDS)
+    assert ela.set == [f"max_tokens_answer={demo.DEMO_MAX_TOKENS_ANSWER}"]
 
 
 def test_demo_options_reach_the_ela_step():
     parser = cli.build_parser()
-    ela = parser.parse_args(cli.demo_steps(parser.parse_args(["demo", "--limit", "3", "--shards", "1",
+    ela = parser.parse_args(demo.demo_steps(parser.parse_args(["demo", "--limit", "3", "--shards", "1",
                                                                "--max-tokens-answer", "64"]))[-1][1])
     assert (ela.limit, ela.shards, ela.set) == (3, 1, ["max_tokens_answer=64"])
     with pytest.raises(SystemExit):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.serve import build_deployments, load_deployment_specs
+from flows.cli.serve import build_deployments, load_deployment_specs
 from tests.procs import free_port, prefect_free_env, stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,8 +39,8 @@ def test_prefect_yaml_entrypoints_load(data_root: Path, home: Path):
     from prefect.utilities.callables import parameter_schema
     from prefect.utilities.schema_tools import validate
 
-    from flows.cli import validate_run
     from tasks.datasets.registry import load_dataset
+    from tasks.runs.checks import check_run_config
 
     specs = load_deployment_specs(PREFECT_YAML)
     assert {s["name"] for s in specs} == set(EXPECTED)
@@ -62,7 +62,7 @@ def test_prefect_yaml_entrypoints_load(data_root: Path, home: Path):
             assert next(CronSim(s["cron"], datetime.now(UTC))) > datetime.now(UTC)
         if flow.name == "run_method":
             cfg = validated["cfg"]
-            validate_run(cfg)  # method, --set keys, dataset and method/dataset task fit, as `linkedqa run` checks
+            check_run_config(cfg)  # method, --set keys, dataset and method/dataset task fit, as `linkedqa run` checks
             assert cfg.split in load_dataset(cfg.dataset, data_root).counts(), name
     with pytest.raises(ValueError):
         CronSchedule(cron="61 * * * *")
@@ -126,7 +126,7 @@ def test_deployment_runs_on_a_real_prefect_server(tmp_path: Path, data_root: Pat
                         server_log)
         _wait_healthy(api, server, server_log)
         # serve ONE deployment from the real prefect.yaml (weekly KB rebuild, its cron schedule included)
-        serve = _start([sys.executable, "-m", "flows.serve", "--only", "weekly"],
+        serve = _start([sys.executable, "-m", "flows.cli.serve", "--only", "weekly"],
                        prefect_free_env(PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "serve-home"),
                             PREFECT_RUNNER_POLL_FREQUENCY="2", LINKEDQA_HOME=str(warehouse),
                             LINKEDQA_DATA=str(data_root)), serve_log)

@@ -1,6 +1,6 @@
 """A command's temporary Prefect server: spawned early, found by Prefect's clients, never imported, stopped.
 
-The CLI spawns the server right after parsing (``flows.prefect_server.spawn_ephemeral_server``), so it boots
+The CLI spawns the server right after parsing (``flows.cli.prefect_server.spawn_ephemeral_server``), so it boots
 while the command imports its flow; the command process points ``PREFECT_API_URL`` at it and never imports the
 server application itself. Here a real flow runs against it in a subprocess that is a user's shell (no
 ``PREFECT_*`` of the test session), without heartbeats (no one is left to read them), and the server is gone
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import psutil
 
-from flows.prefect_server import bind_ephemeral_server
+from flows.cli.prefect_server import bind_ephemeral_server
 from storage import layout
 from tests.procs import cmdline, prefect_free_env
 
 SCRIPT = r'''
 import os, sys
-from flows.prefect_server import bind_ephemeral_server, spawn_ephemeral_server
+from flows.cli.prefect_server import bind_ephemeral_server, spawn_ephemeral_server
 spawn_ephemeral_server()
 url = os.environ["PREFECT_API_URL"]
 from prefect import flow  # imported after the spawn: Prefect's settings read the URL
@@ -41,7 +41,7 @@ print("URL", url, "RUNS", len(runs), "SERVER_IMPORTED", "prefect.server.api.serv
 '''
 
 USER_SERVER = r'''
-from flows.prefect_server import bind_ephemeral_server
+from flows.cli.prefect_server import bind_ephemeral_server
 from prefect import flow
 from prefect.settings import get_current_settings
 @flow

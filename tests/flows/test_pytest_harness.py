@@ -1,6 +1,6 @@
 """A pytest stopped by SIGTERM (CI's stop, a timeout) or SIGKILL does not leave its Prefect test server behind.
 
-The server of ``prefect_harness`` is started with the parent-death signal (``flows.prefect_server``), so the
+The server of ``prefect_harness`` is started with the parent-death signal (``flows.cli.prefect_server``), so the
 kernel stops it with pytest however pytest ends. Before, a SIGTERMed `make test` left uvicorn running.
 """
 

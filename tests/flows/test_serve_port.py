@@ -112,7 +112,7 @@ def test_make_serve_ui_talks_to_the_api_on_its_own_port(tmp_path: Path):
         with urllib.request.urlopen(f"{url}/", timeout=5) as r:
             assert r.status == 200 and b"<html" in r.read(4096).lower()
 
-        # flows.serve registered every deployment of prefect.yaml with this server, its links on the same port ...
+        # flows.cli.serve registered every deployment of prefect.yaml with this server, its links on the same port ...
         ready = f"trigger your deployments via the Prefect UI: {url}/deployments"
         _wait_for("served deployments", lambda: ready in log.read_text(errors="replace"), proc, log, 60)
 
@@ -123,7 +123,7 @@ def test_make_serve_ui_talks_to_the_api_on_its_own_port(tmp_path: Path):
             return {d["name"] for d in deps if d["status"] == "READY"} == set(EXPECTED) == {d["name"] for d in deps}
         _wait_for("deployments polled by the runner", polled, proc, log, 60)
 
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: reaches make and flows.serve, not the server's session
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: reaches make and flows.cli.serve, not the server's session
         try:
             proc.wait(60)
         except subprocess.TimeoutExpired:

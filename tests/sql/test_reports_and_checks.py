@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from flows.report_views import print_report, report_view_names
 from storage import layout
 from storage.catalog import SQL_DIR, refresh_catalog
 from storage.manifest import now_iso
@@ -29,6 +28,7 @@ from storage.parquet_io import part_files, read_table, write_table
 from tasks.kb.merge import merge_and_publish
 from tasks.kb.plan import _spec, make_plan
 from tasks.kb.stage import stage_shard
+from tasks.reports.views import print_report, report_view_names
 from tasks.runs.config import RunConfig
 from tasks.runs.execute import execute_shard, finalize_run, plan_run
 

@@ -18,7 +18,8 @@ import duckdb
 import pytest
 from kbkit import build_litwd1k_kb
 
-from flows.cli import _with_memory_limit, build_parser
+from flows.cli import build_parser
+from flows.cli.args import with_memory_limit
 from storage.catalog import (
     MEMORY_LIMIT_ENV,
     auto_memory_limit,
@@ -136,7 +137,7 @@ def test_the_option_parses_on_the_three_commands_and_refuses_a_non_size(capsys: 
 def test_a_command_sees_its_limit_while_it_runs_and_the_environment_is_put_back(
         monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str | None] = []
-    cmd = _with_memory_limit(lambda a: seen.append(os.environ.get(MEMORY_LIMIT_ENV)) or 0)
+    cmd = with_memory_limit(lambda a: seen.append(os.environ.get(MEMORY_LIMIT_ENV)) or 0)
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "5GB")
     assert cmd(argparse.Namespace(memory_limit="9GB")) == 0 and os.environ[MEMORY_LIMIT_ENV] == "5GB"
     assert cmd(argparse.Namespace(memory_limit=None)) == 0
@@ -156,7 +157,7 @@ def test_a_command_sees_its_limit_while_it_runs_and_the_environment_is_put_back(
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        _with_memory_limit(fails)(argparse.Namespace(memory_limit="9GB"))
+        with_memory_limit(fails)(argparse.Namespace(memory_limit="9GB"))
     assert MEMORY_LIMIT_ENV not in os.environ
 
 

@@ -11,8 +11,8 @@ import pytest
 from bs4 import BeautifulSoup
 from nbclient.exceptions import CellExecutionError
 
-from flows import notebook_report
-from flows.notebook_report import execute_notebooks
+from tasks.reports import notebooks as notebook_report
+from tasks.reports.notebooks import execute_notebooks
 
 _BAD = '''# %% [markdown]
 # # A failing report
@@ -96,7 +96,8 @@ def test_failing_notebook_gets_nbconvert_html_with_traceback_and_inlined_figure(
 
 def test_report_command_exits_non_zero_when_a_notebook_fails(nb_env: Path, home: Path, capsys,
                                                              monkeypatch: pytest.MonkeyPatch):
-    from flows.cli import EXIT_OTHER, cmd_report
+    from flows.cli.errors import EXIT_OTHER
+    from flows.cli.results import cmd_report
 
     monkeypatch.setattr(notebook_report, "NOTEBOOKS", nb_env)
     monkeypatch.setattr(notebook_report, "REPORT_NOTEBOOKS", ("ok", "bad"))

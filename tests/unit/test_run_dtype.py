@@ -67,9 +67,9 @@ def test_auto_records_and_engines_are_not_compared(tmp_path):
 
 
 def test_the_cli_says_how_to_resume_a_refused_run():
-    from flows.cli import EXIT_USAGE, _error_kind
+    from flows.cli.errors import EXIT_USAGE, error_kind
 
-    code, hint = _error_kind(MixedDtypeError("run x: finished shards ran with engine dtype bfloat16 (shard 0)"))
+    code, hint = error_kind(MixedDtypeError("run x: finished shards ran with engine dtype bfloat16 (shard 0)"))
     assert code == EXIT_USAGE and "--dtype" in hint and "refused again" in hint
 
 

@@ -1,4 +1,4 @@
-"""Serve the deployments of ``prefect.yaml`` from one local process (``make serve``, ``python -m flows.serve``).
+"""Serve the deployments of ``prefect.yaml`` from one local process (``make serve``, ``python -m flows.cli.serve``).
 
 Inputs: ``prefect.yaml`` at the repository root (the file ``prefect deploy --all`` reads too, so there is one
 source of truth for names, entrypoints, parameters, descriptions and cron schedules) and the Prefect API at
@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from flows.cli import setup_env
+from flows.cli.env import setup_env
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PREFECT_YAML = REPO_ROOT / "prefect.yaml"
 
 
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         Exit code.
     """
-    p = argparse.ArgumentParser(prog="python -m flows.serve", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m flows.cli.serve", description=__doc__.splitlines()[0])
     p.add_argument("--file", type=Path, default=PREFECT_YAML, help="project file (default: the repo's prefect.yaml)")
     p.add_argument("--only", action="append", default=None, metavar="NAME", help="serve only this deployment "
                    "(repeatable; default: all)")
