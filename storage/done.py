@@ -9,9 +9,9 @@ marker holding the unit's metadata (row counts, timings, inputs). The marker is 
   :func:`sweep_temps` has removed the temp files and folders an interrupted write left behind.
 
 Marker names: :data:`DONE` (``_done.json``) by default; published versions and runs keep ``manifest.json``
-(``storage.manifest`` writes it through :func:`mark_done`). An older marker name can be accepted on read
-(``legacy=``) so that units finished before a convention changed are not rebuilt; only the current name is ever
-written.
+(``storage.manifest`` writes it through :func:`mark_done`). The marker names of older layouts are listed in one
+table, :data:`LEGACY_MARKERS`, read here alone (``unit=``), so that units finished under an older convention are
+not rebuilt; only the current name is ever written.
 
 Temp names (what :func:`sweep_temps` recognises, :data:`TEMP_PATTERNS`): ``<name>.tmp-<pid>[-...]`` (atomic
 files, temp build folders), ``.<name>.building-<pid>-...`` (hidden index build folders), ``_pending-*``
@@ -36,6 +36,12 @@ from typing import Any
 DONE = "_done.json"
 #: Glob patterns (on a file or folder name) of the temps an interrupted atomic write or build leaves behind.
 TEMP_PATTERNS: tuple[str, ...] = ("*.tmp-*", ".*.building-*", "_pending-*")
+#: Marker names of layouts older than this convention, per kind of unit (``read_done(..., unit=...)``): accepted on
+#: read, never written. Every other kind of unit knows only its current marker.
+LEGACY_MARKERS: dict[str, tuple[str, ...]] = {
+    "index": ("meta.json", "_done"),  # search indexes and KG stores: the index's metadata file, Oxigraph's flag
+    "model": ("prepared.json",),  # a converted embedded model
+}
 _PID = re.compile(r"(?:\.tmp|\.building)-(\d+)(?=$|[-.])")
 
 
@@ -103,14 +109,23 @@ def mark_done(folder: Path, meta: Mapping[str, Any], name: str = DONE) -> Path:
     return path
 
 
-def read_done(folder: Path, name: str = DONE, legacy: Iterable[str] = ()) -> dict[str, Any] | None:
+def _legacy(unit: str | None) -> tuple[str, ...]:
+    if unit is None:
+        return ()
+    try:
+        return LEGACY_MARKERS[unit]
+    except KeyError:
+        raise ValueError(f"unknown unit kind {unit!r}; known: {', '.join(LEGACY_MARKERS)}") from None
+
+
+def read_done(folder: Path, name: str = DONE, unit: str | None = None) -> dict[str, Any] | None:
     """The marker of a finished unit, or ``None`` when the unit is not done.
 
     Args:
         folder: The unit's folder.
         name: Current marker name.
-        legacy: Older marker names also accepted (checked in order after ``name``), so a unit finished under an
-            earlier convention is not redone. A legacy marker that is not a JSON object (e.g. ``_done`` holding
+        unit: The kind of unit (a key of :data:`LEGACY_MARKERS`) whose older marker names are accepted too
+            (checked in order after ``name``). A legacy marker that is not a JSON object (e.g. ``_done`` holding
             ``ok``) reads as ``{}``: done, without metadata. Test the result with ``is None``.
 
     Returns:
@@ -120,7 +135,7 @@ def read_done(folder: Path, name: str = DONE, legacy: Iterable[str] = ()) -> dic
     found = read_json(folder / name)
     if found is not None:
         return found
-    for old in legacy:
+    for old in _legacy(unit):
         path = folder / old
         if not path.is_file():
             continue
@@ -132,10 +147,10 @@ def read_done(folder: Path, name: str = DONE, legacy: Iterable[str] = ()) -> dic
     return None
 
 
-def is_done(folder: Path, name: str = DONE, legacy: Iterable[str] = ()) -> bool:
-    """Whether the unit in ``folder`` is finished (its marker, or one of the ``legacy`` names, exists)."""
+def is_done(folder: Path, name: str = DONE, unit: str | None = None) -> bool:
+    """Whether the unit in ``folder`` is finished (its marker, or a legacy one of its ``unit`` kind, exists)."""
     folder = Path(folder)
-    return any((folder / n).is_file() for n in (name, *legacy))
+    return any((folder / n).is_file() for n in (name, *_legacy(unit)))
 
 
 def temp_pid(name: str) -> int | None:

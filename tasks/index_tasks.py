@@ -21,9 +21,6 @@ from tasks.runs.config import RunPlan
 from tasks.runs.resolve import resolve_run
 from tasks.search.kb_indexes import SEARCH_KINDS, ensure_index
 
-# the markers the KG and gold stores had before the done-marker convention (storage.done), still read
-_LEGACY_MARKERS = ("meta.json", "_done")
-
 
 def build_kb_index(kb_version: str, kind: str, root: Path, workers: int = 1) -> dict:
     """Build one index kind of a KB version unless it is built.
@@ -40,7 +37,7 @@ def build_kb_index(kb_version: str, kind: str, root: Path, workers: int = 1) -> 
     if kind in SEARCH_KINDS:
         return ensure_index(kb_version, kind, root, threads=workers)
     folder = layout.index_kind_dir(kb_version, kind, root)
-    if is_done(folder, legacy=_LEGACY_MARKERS):
+    if is_done(folder, unit="index"):
         return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}
     t0 = time.perf_counter()
     if kind == "kg-duckdb":

@@ -29,8 +29,8 @@ def demo_steps(a: argparse.Namespace) -> list[tuple[str, list[str]]]:
 def cmd_demo(a: argparse.Namespace) -> int:
     """The main job: sample KB -> embedded model -> search recall -> ELA on WebQSP-EL test questions -> metrics.
 
-    Each step is a ``linkedqa`` command line run through the front door's parser (``a.build_parser``), so the demo can never drift from
-    the commands it shows (the steps are printed as the commands to re-run them).
+    Each step is a ``linkedqa`` command line run through the front door's parser (``a.build_parser``), so the demo
+    can never drift from the commands it shows (the steps are printed as the commands to re-run them).
     """
     from flows.cli.demo_summary import print_demo_summary  # heavy: the run machinery (EFFICIENCY_METRICS)
 

@@ -7,7 +7,7 @@ first use, then only read): ``indexes/<kb_version>/kg-duckdb.v1/`` holding the t
 The folder is built under a temp name (``<name>.tmp-<pid>-<thread>``) and renamed, with its done marker
 (``storage.done``: ``_done.json``, holding the row counts) written last inside it; an unfinished build is
 invisible, and its temp folder is swept by the next build once its process is gone. Folders built before the
-convention (marker ``meta.json``) still count as built (:data:`LEGACY_MARKERS`).
+convention (marker ``meta.json``) still count as built (``storage.done.LEGACY_MARKERS``).
 
 Lookups are the SQL files ``sql/kg/{outgoing,incoming,relations,neighbours,labels,search_label}.sql`` with list
 parameters (one query per batch of entities); labels of subjects, properties and objects come from one more
@@ -86,7 +86,6 @@ ART_BYTES_PER_ROW = {"kg_by_subject": 19.4, "kg_by_object": 9.0, "kg_labels": 50
 ART_SHARE = 0.75
 _BUILD_LOCK = threading.Lock()
 #: Marker names of builds finished before the ``storage.done`` convention (accepted on read, never written).
-LEGACY_MARKERS = ("meta.json",)
 
 
 def index_folder(kb_version: str, root: Path | None = None, layout_name: str = DEFAULT_LAYOUT) -> Path:
@@ -97,7 +96,7 @@ def index_folder(kb_version: str, root: Path | None = None, layout_name: str = D
 
 def read_index_meta(kb_version: str, root: Path | None = None, layout_name: str = DEFAULT_LAYOUT) -> dict | None:
     """The done marker of a built KG index (row counts, layout, build time), or ``None`` when it is not built."""
-    return read_done(index_folder(kb_version, root, layout_name), DONE, legacy=LEGACY_MARKERS)
+    return read_done(index_folder(kb_version, root, layout_name), DONE, unit="index")
 
 
 def art_plan(row_counts: dict[str, int], memory_limit: str, budget: int | None = None) -> dict[str, int | None]:
@@ -178,7 +177,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         raise ValueError(f"unknown layout {layout_name!r}; known: {', '.join(LAYOUTS)}")
     root = root or layout.home()
     final = index_folder(kb_version, root, layout_name)
-    if is_done(final, DONE, legacy=LEGACY_MARKERS):
+    if is_done(final, DONE, unit="index"):
         return final
     claims = part_files(layout.kb_table_dir(kb_version, "claims", root))
     if not claims:
@@ -251,7 +250,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     except OSError:
         # another process published the same index first; theirs is complete (its marker is written last)
         shutil.rmtree(tmp, ignore_errors=True)
-        if not is_done(final, DONE, legacy=LEGACY_MARKERS):
+        if not is_done(final, DONE, unit="index"):
             raise
     return final
 

@@ -28,7 +28,6 @@ from tasks.kg.export_nt import export_ntriples, export_ntriples_parts
 
 INDEX_NAME = layout.INDEX_KINDS["kg-oxigraph"]
 #: Marker names of stores built before the ``storage.done`` convention (accepted on read, never written).
-LEGACY_MARKERS = ("_done",)
 _OPEN: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
@@ -40,7 +39,7 @@ def store_folder(kb_version: str, root: Path | None = None) -> Path:
 
 def read_store_meta(kb_version: str, root: Path | None = None) -> dict | None:
     """The done marker of a built store (export counts; ``{}`` for a legacy marker), or ``None`` when not built."""
-    return read_done(store_folder(kb_version, root), DONE, legacy=LEGACY_MARKERS)
+    return read_done(store_folder(kb_version, root), DONE, unit="index")
 
 
 def open_store(kb_version: str, root: Path | None = None, workers: int = 1):
@@ -64,7 +63,7 @@ def open_store(kb_version: str, root: Path | None = None, workers: int = 1):
     with _LOCK:
         if str(final) in _OPEN:
             return _OPEN[str(final)]
-        if not is_done(final, DONE, legacy=LEGACY_MARKERS):
+        if not is_done(final, DONE, unit="index"):
             sweep_temps(final.parent, (f"{final.name}.tmp-*",), recursive=False)  # killed builders' folders
             tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)

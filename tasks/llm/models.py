@@ -62,7 +62,6 @@ FALLBACK_ALIASES = frozenset({"smollm2", FALLBACK_MODEL, "SmolLM2-135M-Instruct"
 
 MARKER = DONE
 #: Marker names of folders prepared before the ``storage.done`` convention (accepted on read, never written).
-LEGACY_MARKERS = ("prepared.json",)
 _CHUNK = 8 << 20
 
 
@@ -130,7 +129,7 @@ def model_dir(slug: str = EMBEDDED_MODEL, root: Path | None = None) -> Path:
 
 def is_prepared(path: Path) -> bool:
     """Whether ``path`` holds a completely converted model (its done marker, or a legacy one, exists)."""
-    return is_done(path, MARKER, legacy=LEGACY_MARKERS)
+    return is_done(path, MARKER, unit="model")
 
 
 def read_marker(path: Path) -> dict:
@@ -139,7 +138,7 @@ def read_marker(path: Path) -> dict:
     Raises:
         FileNotFoundError: The folder holds no prepared model.
     """
-    marker = read_done(path, MARKER, legacy=LEGACY_MARKERS)
+    marker = read_done(path, MARKER, unit="model")
     if marker is None:
         raise FileNotFoundError(f"no prepared model in {path} (no {MARKER})")
     return marker

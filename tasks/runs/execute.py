@@ -275,6 +275,9 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
                  log: Log = print) -> list[dict]:
     """Check shards, compute metrics from the stored predictions, write metrics/runs parts and the manifest.
 
+    Called for a run that is not complete: whether it is (its manifest) is decided once, by the ``run_method`` flow
+    (:func:`tasks.runs.config.run_is_complete`).
+
     Returns:
         The summary metric rows.
 
@@ -283,9 +286,6 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
     """
     run = resolve_run(plan, root)
     plan, root, rdir = run.plan, run.root, run.run_dir
-    done = read_manifest(rdir)
-    if done is not None:
-        return read_table(rdir / "metrics", "metrics").to_pylist()
     parts = part_files(rdir / "predictions")
     if len(parts) != plan.n_shards:
         raise RuntimeError(f"run {plan.run_id}: {len(parts)} of {plan.n_shards} shards finished")

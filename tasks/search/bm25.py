@@ -56,7 +56,6 @@ from tasks.workers import pool_initializer
 
 #: The done-marker of an index folder (``storage.done.DONE``), and the name it had before the convention.
 META = DONE
-LEGACY_META = "meta.json"
 DOCS = "docs.arrow"
 TANTIVY_DIR = "tantivy"
 ANALYZER = "lq_text"
@@ -174,12 +173,12 @@ def folder_size(path: Path) -> int:
 
 def read_meta(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The done-marker of a finished index folder (``_done.json``, or a legacy ``meta.json``), else ``None``."""
-    return read_done(Path(folder), META, legacy=(LEGACY_META,))
+    return read_done(Path(folder), META, unit="index")
 
 
 def is_built(folder: str | os.PathLike[str]) -> bool:
     """Whether ``folder`` holds a finished index (its done-marker, or a legacy ``meta.json``, present)."""
-    return is_done(Path(folder), META, legacy=(LEGACY_META,))
+    return is_done(Path(folder), META, unit="index")
 
 
 def prepare_build_folder(folder: Path, kind: str) -> Path:

@@ -116,7 +116,7 @@ def entity_index(kb_version: str, root: Path | None = None):
     key = (str(root), f"entity:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            _OPEN[key] = EntityIndex.open(_build_entity_bm25(kb_version, root))
+            _OPEN[key] = EntityIndex.open(ensure_index(kb_version, "entity-bm25", root)["folder"])
         return _OPEN[key]
 
 
@@ -137,7 +137,7 @@ def title_index(kb_version: str, root: Path | None = None):
     key = (str(root), f"title:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            _OPEN[key] = TitleIndex.open(_build_title_bm25(kb_version, root))
+            _OPEN[key] = TitleIndex.open(ensure_index(kb_version, "title-bm25", root)["folder"])
         return _OPEN[key]
 
 
@@ -152,7 +152,7 @@ def passage_index(kb_version: str, root: Path | None = None):
     key = (str(root), f"passage:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            _OPEN[key] = PassageIndex.open(_build_passage_bm25(kb_version, root))
+            _OPEN[key] = PassageIndex.open(ensure_index(kb_version, "passage-bm25", root)["folder"])
         return _OPEN[key]
 
 
@@ -164,7 +164,7 @@ def _build_passage_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
 def _build_bm25(index_cls: type[BM25Index], kind: str, table: str, key: str, kb_version: str, root: Path,
                 threads: int, columns: list[str], what: str,
                 docs: Callable[[Iterable[dict]], Iterable[dict]] | None = None, processes_from: int = 2) -> Path:
-    """Build the ``kind`` BM25 index of a KB version from ``table`` unless it is built; its folder.
+    """Build the ``kind`` BM25 index of a KB version from ``table``; its folder (built or not: ensure_index).
 
     The rows (``columns``, passed through ``docs`` when given: a module-level function, which worker processes
     import) are read by row group with a progress line; ``key`` is the column checked unique first
@@ -172,10 +172,9 @@ def _build_bm25(index_cls: type[BM25Index], kind: str, table: str, key: str, kb_
     processes building documents (:func:`_writer`).
     """
     folder = layout.index_kind_dir(kb_version, kind, root)
-    if not index_is_built(folder):
-        rows = _table_rows(kb_version, table, columns, root, docs, desc=f"{what} BM25 index of {kb_version}")
-        index_cls.build(folder, rows, **_writer(threads, processes_from),
-                        keys_unique=keys_unique(kb_version, table, key, root, folder.parent))
+    rows = _table_rows(kb_version, table, columns, root, docs, desc=f"{what} BM25 index of {kb_version}")
+    index_cls.build(folder, rows, **_writer(threads, processes_from),
+                    keys_unique=keys_unique(kb_version, table, key, root, folder.parent))
     return folder
 
 
@@ -330,6 +329,9 @@ _BUILDERS = {
 
 def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: int = 1) -> dict[str, Any]:
     """Build the ``kind`` search index of a KB version unless it is built (the explicit, resumable index step).
+
+    The one place a KB's search index is decided done: the index step and the first search that opens a BM25
+    index both come here.
 
     A build happens in a temporary sibling folder renamed onto the index folder, its done-marker written last,
     so an interrupted build leaves no index (a re-run sweeps the temp and builds again); a finished index is

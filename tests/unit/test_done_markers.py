@@ -69,11 +69,13 @@ def test_marker_roundtrip_legacy_and_atomic_write(tmp_path: Path, monkeypatch) -
     old.mkdir()
     (old / "_done").write_text("ok\n")  # a legacy marker that is not JSON: done, without metadata
     assert read_done(old) is None
-    assert read_done(old, legacy=("_done",)) == {} and is_done(old, legacy=("_done",))
+    assert read_done(old, unit="index") == {} and is_done(old, unit="index") and not is_done(old, unit="model")
     (old / "meta.json").write_text(json.dumps({"rows": 5}))
-    assert read_done(old, legacy=("meta.json", "_done")) == {"rows": 5}
+    assert read_done(old, unit="index") == {"rows": 5}
     mark_done(old, {"rows": 6})  # the current name wins over legacy ones
-    assert read_done(old, legacy=("meta.json",)) == {"rows": 6}
+    assert read_done(old, unit="index") == {"rows": 6}
+    with pytest.raises(ValueError, match="unknown unit kind"):
+        is_done(old, unit="shard")
 
     # a failure inside the atomic write leaves neither a marker nor its temp file
     import storage.done as done_mod
