@@ -23,7 +23,8 @@ def evaluate_run(run_ids: list[str] | None = None, all_runs: bool = False, write
     Args:
         run_ids: Run ids (ignored with ``all_runs``).
         all_runs: Every finished run of ``LINKEDQA_HOME``.
-        write: Store the recomputed values of runs computed under an older metrics format.
+        write: Store the recomputed values of runs computed under an older metrics format, and the failure stages
+            of runs whose stages are missing or stale.
 
     Returns:
         One comparison per run (``compare_run_metrics``), with ``written`` (``True`` when stored).
@@ -39,7 +40,7 @@ def evaluate_run(run_ids: list[str] | None = None, all_runs: bool = False, write
     for run_id in ids:
         report = compare_metrics_task(run_id, str(root))
         report["written"] = False
-        if write and report["stored_format"] != report["current_format"]:
+        if write and (report["stored_format"] != report["current_format"] or report["stages"] in ("missing", "stale")):
             rewrite_metrics_task(run_id, str(root))
             report["written"] = True
         reports.append(report)

@@ -68,6 +68,42 @@ fig.savefig(out_dir / "errors_per_run.png", dpi=100)
 
 
 # %% [markdown]
+# ## Where items failed (failure stages)
+# Each latest run's items by the first stage they failed (`stage_summary`; rules in docs/metrics.md#failure-stages),
+# as shares of the run's scored items, so retrieval losses (the early stages) and choice losses (the late ones)
+# compare across methods. KGQA runs have no stages yet.
+
+# %%
+stages = con.sql(
+    "select s.method, s.dataset, s.family, s.stage, s.stage_rank, s.share from stage_summary s "
+    "join latest_runs r using (run_id) order by s.dataset, s.method, s.stage_rank"
+).pl()
+stages
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3.5))
+if stages.height:
+    runs = stages.select("method", "dataset").unique(maintain_order=True).rows()
+    labels = [f"{m}\n{d}" for m, d in runs]
+    bottoms = [0.0] * len(runs)
+    for stage in stages.sort("stage_rank")["stage"].unique(maintain_order=True).to_list():
+        shares = [stages.filter((pl.col("method") == m) & (pl.col("dataset") == d) & (pl.col("stage") == stage))
+                  ["share"].sum() for m, d in runs]
+        ax.bar(labels, shares, bottom=bottoms, label=stage)
+        bottoms = [b + s for b, s in zip(bottoms, shares, strict=True)]
+    ax.set_ylabel("share of items")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+ax.set_title("failure stages of the latest runs")
+fig.tight_layout()
+fig.savefig(out_dir / "errors_failure_stages.png", dpi=100)
+
+# %% [markdown]
+# ### Questions where methods end at different stages (`question_stages`)
+
+# %%
+con.sql("select * from question_stages where methods_disagree order by dataset, question_id limit 20").pl()
+
+# %% [markdown]
 # ## Examples with their trajectories (up to 3 per method: errors first, then wrong answers)
 
 # %%

@@ -2,7 +2,7 @@
 
 Inputs: the folders under ``LINKEDQA_HOME`` that have a manifest (unfinished versions and runs are invisible).
 Outputs: ``catalog.duckdb`` with views ``entities, aliases, labels, claims, properties, articles, passages,
-redirects, rejects, questions, predictions, metrics, runs`` (union over all versions/runs, with a
+redirects, rejects, questions, predictions, metrics, runs, stages`` (union over all versions/runs, with a
 ``kb_version`` / ``dataset_version`` column) and ``latest_*`` views, plus the report views in ``sql/reports``.
 
 The catalog is rebuilt into a temp file and renamed over the old one, so a reader never sees a half-built
@@ -282,7 +282,7 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
     con.execute(f"CREATE OR REPLACE VIEW latest_questions AS SELECT * FROM questions WHERE {cond or 'false'}")
 
     runs = complete_runs(root)
-    for table in ("predictions", "metrics", "runs"):
+    for table in ("predictions", "metrics", "runs", "stages"):
         # metrics carry the version of the metric rules their values were computed with (manifest; 1 where the
         # manifest has none), so values of different rule versions never mix silently
         fmt = table == "metrics"

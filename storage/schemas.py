@@ -187,6 +187,21 @@ RUNS = pa.schema(
     ]
 )
 
+STAGES = pa.schema(
+    [
+        _f("run_id", pa.string(), "run id", nullable=False),
+        _f("method", pa.string(), "method", nullable=False),
+        _f("dataset", pa.string(), "dataset", nullable=False),
+        _f("split", pa.string(), "split", nullable=False),
+        _f("question_id", pa.string(), "question id", nullable=False),
+        _f("family", pa.string(), "stage family (tasks/metrics/stages.py: linking, textqa, alignment)", nullable=False),
+        _f("stage", pa.string(), "the first stage of the family's list the item failed, or correct", nullable=False),
+        _f("stage_rank", pa.int16(), "position of the stage in the family's list (0 = earliest)", nullable=False),
+        _f("evidence", pa.string(), "JSON object: what decided the stage (gold, shown, chosen, ranks...)"),
+        _f("stages_format", pa.int16(), "version of the stage rules (tasks.metrics.stages.STAGES_FORMAT)"),
+    ]
+)
+
 SCHEMAS: dict[str, pa.Schema] = {
     "entities": ENTITIES,
     "aliases": ALIASES,
@@ -201,10 +216,11 @@ SCHEMAS: dict[str, pa.Schema] = {
     "predictions": PREDICTIONS,
     "metrics": METRICS,
     "runs": RUNS,
+    "stages": STAGES,
 }
 
 KB_TABLES = ("entities", "aliases", "labels", "claims", "properties", "articles", "passages", "redirects", "rejects")
-RUN_TABLES = ("predictions", "metrics", "runs")
+RUN_TABLES = ("predictions", "metrics", "runs", "stages")
 
 
 def schema_for(table: str) -> pa.Schema:

@@ -183,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="metrics table across runs (from the catalog)")
     rp.add_argument("--run", default=None)
     rp.add_argument("--views", nargs="*", default=None, help="report views to print (default: all of sql/reports)")
+    rp.add_argument("--stages", action="store_true",
+                    help="where each run's items failed: the share of items per failure stage (view stage_summary)")
     rp.add_argument("--notebooks", action="store_true",
                     help="execute notebooks/ (overview, methods, errors) into LINKEDQA_HOME/reports as HTML + PNG")
     rp.set_defaults(fn=cmd_report)

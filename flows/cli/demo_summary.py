@@ -17,7 +17,9 @@ from rich.table import Table
 from storage import layout
 from storage.catalog import complete_dataset_versions
 from storage.parquet_io import read_table
+from tasks.metrics.stages import STAGES
 from tasks.runs.execute import EFFICIENCY_METRICS
+from tasks.runs.stages import read_stages
 
 
 def _bin(name: str) -> str:
@@ -62,6 +64,15 @@ def run_summary(run_id: str, root: Path | None = None) -> dict:
     }
 
 
+def stage_shares(run_id: str, root: Path | None = None) -> str:
+    """A run's items per failure stage as ``stage n (share)``, in its family's order (empty without stages)."""
+    rows = read_stages(run_id, root)
+    if not rows:
+        return ""
+    counts = {s: sum(1 for r in rows if r["stage"] == s) for s in STAGES[rows[0]["family"]]}
+    return ", ".join(f"{s} {n} ({n / len(rows):.0%})" for s, n in counts.items() if n)
+
+
 def print_demo_summary(run_ids: list[str], wall_s: float, root: Path | None = None) -> None:
     """Print the demo's closing screen for the given runs (the last one is the main, LLM, run)."""
     console = Console(highlight=False, soft_wrap=True)
@@ -93,6 +104,9 @@ def print_demo_summary(run_ids: list[str], wall_s: float, root: Path | None = No
             console.print(f"the whole {main['dataset']} {main['split']} split ({main['split_size']:,} questions) "
                           f"would take about {full / 60:.0f} min on this machine at that rate "
                           f"(`linkedqa run {main['method']} --dataset {main['dataset']} --split {main['split']}`)")
+        stage_line = stage_shares(main["run_id"], root)
+        if stage_line:
+            console.print(f"where its items failed: {stage_line}  (`linkedqa report --stages`)")
     home = layout.home() if root is None else root
     catalog = layout.catalog_path(root)
     console.print(f"\ndemo finished in {wall_s / 60:.1f} min ({wall_s:.0f} s)")

@@ -56,6 +56,12 @@ def cmd_eval(a: argparse.Namespace) -> int:
             print(f"  {r['metric']:<26} {num(r['recomputed']):>12} {num(r['stored']):>12}{flag}")
         for g in rep["gone"]:
             print(f"  {g['metric']:<26} {'-':>12} {num(g['stored']):>12}   no longer computed")
+        if rep.get("stages") not in (None, "none"):
+            how = {"current": "current", "missing": "missing", "stale": "stale (other rules or stages)"}[rep["stages"]]
+            done = rep["written"] and rep["stages"] != "current"
+            print(f"  failure stages: {how}" + ("; stored the recomputed ones" if done else
+                                                 "" if rep["stages"] == "current" or rep["written"]
+                                                 else f"; `linkedqa eval {run_id} --write` stores them"))
         if fmt == current:
             bad += rep["differ"]
         elif rep["written"]:
@@ -85,11 +91,22 @@ def cmd_report(a: argparse.Namespace) -> int:
         return EXIT_OTHER if failed else 0
     if a.run and not (layout.run_dir(a.run) / "plan.json").is_file():  # checked before the catalog is opened:
         raise LookupError(f"unknown run {a.run!r}: no run folder under {layout.runs_root()}")  # it writes
+    if a.stages:
+        a.views = ["stage_summary"]
     if a.views:
         from tasks.reports.views import check_view_names  # heavy: the report views (rich, the catalog's SQL)
 
         check_view_names(a.views)
     con = connect()
+    if a.run and a.stages:
+        rows = con.execute("SELECT stage, items, share FROM stage_summary WHERE run_id = ? ORDER BY stage_rank",
+                           [a.run]).fetchall()
+        if not rows:
+            raise LookupError(f"no failure stages for run {a.run!r} (`linkedqa eval {a.run} --write` adds them; "
+                              "KGQA runs have none)")
+        for stage, items, share in rows:
+            print(f"{stage:<24} {items:>8} {share:>8.1%}")
+        return 0
     if a.run:
         rows = con.execute("SELECT metric, value, n FROM metrics WHERE run_id = ? ORDER BY metric", [a.run]).fetchall()
         if not rows:

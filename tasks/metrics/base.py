@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 #:
 #: * 1: linkedqa's own rules;
 #: * 2: each metric reproduces its benchmark's reference evaluation script under the paper's name (docs/metrics.md);
-#:   other conventions are extra metrics with names of their own.
-METRICS_FORMAT = 2
+#:   other conventions are extra metrics with names of their own;
+#: * 3: adds ``oracle_*``, the score of a perfect choice among what each item retrieved (its failure stage).
+METRICS_FORMAT = 3
 
 
 class MetricError(ValueError):

@@ -32,7 +32,7 @@ from storage.side_files import write_side_outputs
 from tasks.datasets.store import latest_dataset_folder, store_dataset
 from tasks.methods.runtime import RunProgress, run_agents, run_agents_continuous
 from tasks.metrics.base import METRICS_FORMAT
-from tasks.metrics.runs import per_item_scores, summary_metrics
+from tasks.metrics.runs import per_item_scores
 from tasks.progress import progress
 from tasks.runs.backends import get_backend
 from tasks.runs.checks import check_run_config
@@ -45,6 +45,7 @@ from tasks.runs.config import (
     resolve_kb,
 )
 from tasks.runs.resolve import ResolvedRun, resolve_run
+from tasks.runs.stages import scored, stages_status, write_stages
 
 Log = Callable[[str], None]
 
@@ -303,7 +304,8 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
     shard_recs = [json.loads(p.read_text()) for p in sorted((rdir / "shards").glob("shard-*.json"))]
     # a resumed run also spent the wall time of the shards finished by earlier attempts
     wall_s += sum(r.get("wall_s", 0.0) for r in shard_recs if r.get("finished_at", "") < started_at)
-    summary = summary_metrics(run.family, preds.to_pylist(), questions, run.extra_metrics)
+    summary, stage_rows = scored(run, preds.to_pylist(), questions)
+    write_stages(run, stage_rows)
     summary += efficiency_metrics(preds, shard_recs, wall_s, run)
     metric_rows = [
         {"run_id": plan.run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split,
@@ -413,10 +415,15 @@ def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict]
     wall time, tokens, memory...) describe the original execution and are not in ``recomputed``.
     """
     run, _ = _finished_run(run_id, root)
-    preds = read_predictions(run_id, run.root).to_pylist()
-    recomputed = summary_metrics(run.family, preds, plan_questions(run.plan, run.root), run.extra_metrics)
-    stored = read_table(run.run_dir / "metrics", "metrics").to_pylist()
+    recomputed, _stages, stored = _recompute(run)
     return recomputed, stored
+
+
+def _recompute(run: ResolvedRun) -> tuple[list[dict], list[dict], list[dict]]:
+    """(recomputed summary metrics, recomputed stage rows, stored metrics) of a finished run."""
+    preds = read_predictions(run.run_id, run.root).to_pylist()
+    recomputed, stage_rows = scored(run, preds, plan_questions(run.plan, run.root))
+    return recomputed, stage_rows, read_table(run.run_dir / "metrics", "metrics").to_pylist()
 
 
 def _finished_run(run_id: str, root: Path | None) -> tuple[ResolvedRun, dict]:
@@ -447,7 +454,8 @@ def rewrite_metrics(run_id: str, root: Path | None = None) -> dict:
         for r in rows:
             r["scores"] = {**dict(r["scores"] or {}), **scores.get(r["question_id"], {})}
         write_table(rows, "predictions", part)
-    recomputed, stored = recompute_metrics(run_id, run.root)
+    recomputed, stage_rows, stored = _recompute(run)
+    write_stages(run, stage_rows)
     old = {r["metric"]: r["value"] for r in stored}
     base = {k: stored[0][k] for k in ("run_id", "method", "dataset", "split")} if stored else {
         "run_id": run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split}
@@ -474,17 +482,18 @@ def compare_run_metrics(run_id: str, root: Path | None = None) -> dict:
 
     Returns:
         ``{"run_id", "stored_format", "current_format", "rows": [{"metric", "recomputed", "stored", "status"}],
-        "gone": [{"metric", "stored"}], "differ": int}``; ``status`` is ``same``, ``changed`` (stored under an
-        older metrics format) or ``mismatch`` (same format, different value); ``differ`` counts rows that are not
-        ``same`` plus the stored metrics no longer computed.
+        "gone": [{"metric", "stored"}], "differ": int, "stages": str}``; ``status`` is ``same``, ``changed``
+        (stored under an older metrics format) or ``mismatch`` (same format, different value); ``differ`` counts
+        rows that are not ``same`` plus the stored metrics no longer computed; ``stages`` is the stored failure
+        stages' :func:`tasks.runs.stages.stages_status`.
 
     Raises:
         LookupError: Unknown run id.
     """
     layout.safe_name(run_id, "run id")
-    manifest = read_manifest(layout.run_dir(run_id, root)) or {}
+    run, manifest = _finished_run(run_id, root)
     fmt = stored_metrics_format(manifest)
-    recomputed, stored = recompute_metrics(run_id, root)
+    recomputed, stage_rows, stored = _recompute(run)
     stored_by = {r["metric"]: r["value"] for r in stored}
     rows = []
     for r in recomputed:
@@ -496,4 +505,4 @@ def compare_run_metrics(run_id: str, root: Path | None = None) -> dict:
     gone = [{"metric": m, "stored": v} for m, v in stored_by.items() if m not in EFFICIENCY_METRICS and m not in names]
     differ = sum(r["status"] != "same" for r in rows) + len(gone)
     return {"run_id": run_id, "stored_format": fmt, "current_format": METRICS_FORMAT, "rows": rows, "gone": gone,
-            "differ": differ}
+            "differ": differ, "stages": stages_status(run, stage_rows)}

@@ -31,7 +31,7 @@ from storage import layout
 from storage.catalog import duckdb_memory_limit, register_parquet_view, spilling_connection
 from storage.done import sweep_temps
 from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
-from storage.parquet_io import part_files
+from storage.parquet_io import part_files, read_table
 from tasks.search.bm25 import BM25Index, ParquetRows, is_built
 from tasks.search.entity_index import EntityIndex
 from tasks.search.passages import DenseHit, DenseIndex, PassageIndex, entity_texts
@@ -402,6 +402,15 @@ def kg_node_batches(kb_version: str, root: Path, batch_rows: int = 100_000) -> I
 def candidate_dict(c: Any) -> dict:
     """A search candidate as a plain dict (qid, title, description, score)."""
     return {"qid": c.qid, "title": c.title, "description": c.description, "score": round(float(c.score), 4)}
+
+
+def named_qids(kb_version: str, root: Path | None = None) -> set[str]:
+    """The QIDs a name search of a KB version can find: entities with a label, an alias or a Wikipedia title."""
+    ents = read_table(layout.kb_table_dir(kb_version, "entities", root or layout.home()), "entities",
+                      ["qid", "label", "aliases", "enwiki_title"])
+    named = pc.or_(pc.or_(pc.is_valid(ents["label"]), pc.is_valid(ents["enwiki_title"])),
+                   pc.greater(pc.list_value_length(ents["aliases"]), 0))
+    return set(ents.filter(named)["qid"].to_pylist())
 
 
 def search_tool(kb_version: str, root: Path, source: str = "wikidata"):

@@ -190,3 +190,17 @@ def test_pair_runs_through_the_cli(matrix_env: tuple[Path, str], method: str, ta
 
     code_errors = [(q, e) for q, e in preds if e and CODE_ERROR.search(e)]
     assert not code_errors, code_errors
+
+    # the failure stages: one per item the headline metric scored, "correct" exactly its hits
+    from tasks.metrics.stages import STAGE_FAMILIES
+
+    stages = (_rows(rdir / "stages", "SELECT stage FROM read_parquet($PARTS)")
+              if (rdir / "stages").is_dir() else [])
+    if family in STAGE_FAMILIES:
+        headline = STAGE_FAMILIES[family][1]
+        (value, n), = _rows(rdir / "metrics", f"SELECT value, n FROM read_parquet($PARTS) WHERE metric = '{headline}'")
+        assert len(stages) == n, f"{len(stages)} stage rows for {headline} over n={n}"
+        if n:
+            assert sum(s == "correct" for (s,) in stages) / n == pytest.approx(value)
+    else:
+        assert stages == [], f"{family}: no stage rule, yet stages were written"

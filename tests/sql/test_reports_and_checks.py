@@ -274,9 +274,14 @@ def test_checks_catch_corrupted_copies(warehouse, tmp_path: Path):
 
 
 # ------------------------------------------------------------------------------------------ metrics format
-def test_eval_write_recomputes_a_run_of_an_older_metrics_format(warehouse, tmp_path: Path, monkeypatch, capsys):
+def test_eval_write_recomputes_a_run_of_an_older_metrics_format(warehouse, prefect_harness, tmp_path: Path,
+                                                                 monkeypatch, capsys):
     """A run stored under older metric rules is listed as such, recomputed by `eval --write`, and the catalog's
-    metric views say which rules each value was computed with."""
+    metric views say which rules each value was computed with.
+
+    ``eval --write`` and ``eval --all`` run a flow in this process: on the session's Prefect API (the harness),
+    never on a server of their own that would outlive the test in the worker.
+    """
     import json
 
     from flows.cli import main

@@ -12,14 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import pyarrow.compute as pc
-
-from storage import layout
-from storage.parquet_io import read_table
 from tasks.methods.base import Method, MethodContext, MethodSettings, source_index_paths
 from tasks.methods.records import AgentResult
 from tasks.methods.runtime import ItemContext, ToolCall
-from tasks.search.kb_indexes import search_tool
+from tasks.search.kb_indexes import named_qids, search_tool
 
 
 class SearchRecallSettings(MethodSettings):
@@ -60,12 +56,8 @@ class SearchRecallMethod(Method):
 
     def build_tools(self, ctx: MethodContext) -> dict[str, Any]:
         """Entity search tool and the KB's QID set (for coverage)."""
-        ents = read_table(layout.kb_table_dir(ctx.kb_version, "entities", ctx.root), "entities",
-                          ["qid", "label", "aliases", "enwiki_title"])
         # covered = the gold entity is findable by name in this KB (label, alias or Wikipedia title)
-        named = pc.or_(pc.or_(pc.is_valid(ents["label"]), pc.is_valid(ents["enwiki_title"])),
-                       pc.greater(pc.list_value_length(ents["aliases"]), 0))
-        ctx.extra["kb_qids"] = set(ents.filter(named)["qid"].to_pylist())
+        ctx.extra["kb_qids"] = named_qids(ctx.kb_version, ctx.root)
         return {"entity_search": search_tool(ctx.kb_version, ctx.root, self.settings.source)}
 
     def index_paths(self, ctx: MethodContext) -> list[Path]:

@@ -1,0 +1,156 @@
+"""Failure stages: where each item of a run failed, one ordered list of stages per family of methods.
+
+The papers split a method's errors by hand (ELA: candidate retrieval against the choice among candidates; Entity
+Retrieval: finding the salient entity's article against answering from it; EA-Agent: candidate generation against
+the pick). These rules make that split for every item of every run, from what the run stored: its predictions and
+their per-item scores, the trajectories, the questions and the KB (never the LLM again). An item's stage is the
+first stage of its family's list that it fails; ``correct`` is decided by the run's own headline score, so the
+``correct`` count of a run equals that metric's hits and the stages of a run add up to the metric's ``n``.
+
+Families (docs/metrics.md#failure-stages states each rule next to the metric it refines):
+
+* ``linking`` (``ela``; ``search-recall``, which retrieves and chooses nothing): ``gold_not_in_kb`` (a gold
+  entity has no name in the run's KB, so no search can find it) -> ``not_retrieved`` (a gold entity is not among
+  the candidates the method was shown) -> ``not_chosen`` (shown, not chosen) -> ``extra_entities`` (every gold
+  entity chosen, plus wrong ones) -> ``correct`` (headline: ``accuracy``, the exact set; search-recall:
+  ``recall@50``, every gold mention's entity among its candidates);
+* ``textqa`` (``bm25-rag``, ``dense-rag``, ``er``, ``closed-book`` on QA datasets): ``answer_not_retrieved`` (no
+  retrieved document contains a gold answer, the reference scripts' substring relevance; ER: also no entity linked
+  or its article missing, said in the evidence) -> ``not_answered`` -> ``correct`` (headline: ``em``;
+  StrategyQA: ``strategyqa_acc``); a method that retrieves nothing (closed-book) has no retrieval stage;
+* ``alignment`` (``ea-embed``, ``ea-agent``): ``gold_not_candidate`` (the gold target is not in the generator's
+  stored candidate list) -> ``not_picked`` -> ``correct`` (headline: ``hits@1``).
+
+KGQA (``kg-1hop``, ``react-kg``, ``anchorrag``, ``tog``, ``cot``, closed-book on KGQA) has no rule yet: its runs get
+no stage rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tasks.metrics.qa import relevance
+
+#: Version of the stage rules; stored in every stage row, so rows of other rules are recomputed by ``linkedqa eval``.
+STAGES_FORMAT = 1
+
+#: Stage family -> its stages, in the order an item passes them (the last is ``correct``).
+STAGES: dict[str, tuple[str, ...]] = {
+    "linking": ("gold_not_in_kb", "not_retrieved", "not_chosen", "extra_entities", "correct"),
+    "textqa": ("answer_not_retrieved", "not_answered", "correct"),
+    "alignment": ("gold_not_candidate", "not_picked", "correct"),
+}
+#: Metric family (``tasks.metrics.runs.FAMILIES``) -> its stage family and the per-item headline score that says
+#: ``correct``.
+STAGE_FAMILIES: dict[str, tuple[str, str]] = {
+    "linking": ("linking", "accuracy"),
+    "search": ("linking", "recall@50"),
+    "qa": ("textqa", "em"),
+    "strategyqa": ("textqa", "strategyqa_acc"),
+    "alignment": ("alignment", "hits@1"),
+}
+#: Stage family -> the first stage an item reaches with what it needed retrieved: the share of items at or past it
+#: is the score a perfect choice among the retrieved candidates, documents or facts would reach (``oracle_*``).
+ORACLE_FROM: dict[str, str] = {"linking": "not_chosen", "textqa": "not_answered", "alignment": "not_picked"}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """An item's stage in its family's list, and the evidence that decided it."""
+
+    family: str
+    stage: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int:
+        """Position of the stage in its family's list (0 = the earliest failure)."""
+        return STAGES[self.family].index(self.stage)
+
+
+def linking_stage(gold: Sequence[str], chosen: Sequence[str], shown: Collection[str] | None,
+                  named_in_kb: Collection[str], correct: bool) -> Stage:
+    """The linking stage of one item.
+
+    Args:
+        gold: The gold entities.
+        chosen: The entities the method predicted.
+        shown: The candidates the method was shown (``None``: the item never searched).
+        named_in_kb: The QIDs the run's KB names (label, alias or Wikipedia title).
+        correct: The item's headline hit (``accuracy`` / ``recall@1`` is 1).
+    """
+    gold, chosen, shown_set = list(dict.fromkeys(gold)), list(dict.fromkeys(chosen)), set(shown or ())
+    ev: dict[str, Any] = {"gold": gold, "chosen": chosen}
+    if correct:
+        return Stage("linking", "correct", ev)
+    missing = [g for g in gold if g not in named_in_kb]
+    if missing:
+        return Stage("linking", "gold_not_in_kb", {**ev, "not_in_kb": missing})
+    unseen = [g for g in gold if g not in shown_set]
+    if unseen:
+        return Stage("linking", "not_retrieved", {**ev, "not_shown": unseen, "shown": len(shown_set)})
+    unchosen = [g for g in gold if g not in chosen]
+    if unchosen:
+        return Stage("linking", "not_chosen", {**ev, "not_chosen": unchosen})
+    return Stage("linking", "extra_entities", {**ev, "extra": [c for c in chosen if c not in gold]})
+
+
+def textqa_stage(gold_answers: Sequence[str], retrieved: Sequence[str] | None, correct: bool,
+                 why_none: str | None = None) -> Stage:
+    """The text-QA stage of one item.
+
+    Args:
+        gold_answers: The gold answer strings.
+        retrieved: Texts of the documents the method retrieved (``None``: a method without retrieval).
+        correct: The item's headline hit.
+        why_none: Why nothing was retrieved, when the method says (ER: no entity linked, article missing).
+    """
+    ev: dict[str, Any] = {}
+    if retrieved is not None:
+        hits = [i for i, r in enumerate(relevance(list(retrieved), list(gold_answers))) if r]
+        ev = {"retrieved": len(retrieved), "containing": hits[:10], **({"why": why_none} if why_none else {})}
+    if correct:
+        return Stage("textqa", "correct", ev)
+    if retrieved is not None and not ev["containing"]:
+        return Stage("textqa", "answer_not_retrieved", ev)
+    return Stage("textqa", "not_answered", ev)
+
+
+def alignment_stage(gold: Sequence[str], candidates: Sequence[str], chosen: Sequence[str], correct: bool) -> Stage:
+    """The alignment stage of one item: the gold target among the generator's candidates, then the pick."""
+    rank = next((i for i, c in enumerate(candidates) if c in set(gold)), None)
+    ev = {"gold": list(gold), "gold_rank": rank, "candidates": len(candidates), "picked": chosen[0] if chosen else None}
+    if correct:
+        return Stage("alignment", "correct", ev)
+    if rank is None:
+        return Stage("alignment", "gold_not_candidate", ev)
+    return Stage("alignment", "not_picked", ev)
+
+
+def stage_counts(stages: Sequence[Stage]) -> dict[str, int]:
+    """Items per stage, in the family's order (every stage listed, 0 included)."""
+    if not stages:
+        return {}
+    order = STAGES[stages[0].family]
+    return {s: sum(1 for x in stages if x.stage == s) for s in order}
+
+
+def oracle_metrics(metric_family: str, stages: Sequence[Stage]) -> list[dict[str, Any]]:
+    """``oracle_<headline>``: the share of items at or past their family's :data:`ORACLE_FROM` stage.
+
+    That is the headline score a perfect choice among what the method retrieved would reach (every item whose gold
+    was among its candidates, documents or facts counted correct), so ``oracle - headline`` is what the LLM lost and
+    ``1 - oracle`` what retrieval lost. None for a run without stages, for search-recall (it chooses nothing: its
+    headline is the oracle), or for a run whose items retrieved nothing (closed-book, StrategyQA).
+    """
+    rule = STAGE_FAMILIES.get(metric_family)
+    if rule is None or not stages or metric_family == "search":  # search-recall chooses nothing
+        return []
+    fam, headline = rule
+    if fam == "textqa" and not any("retrieved" in s.evidence for s in stages):
+        return []
+    first = STAGES[fam].index(ORACLE_FROM[fam])
+    value = sum(1 for s in stages if s.rank >= first) / len(stages)
+    return [{"metric": f"oracle_{headline}", "value": value, "n": len(stages)}]

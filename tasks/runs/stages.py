@@ -1,0 +1,168 @@
+"""The failure stages of a run's items, from what the run stored: the ``stages`` table beside its predictions.
+
+Evidence per family (rules: ``tasks.metrics.stages``):
+
+* ``linking``: the gold entities (``gold_entities``; search-recall: the gold mentions' QIDs, as its metrics use),
+  the KB's named QIDs (label, alias or Wikipedia title: what a name search can find), the candidates the method
+  was shown and what it chose. ELA's shown candidates are its entity-search calls replayed from the trajectory's
+  payloads on the run's own index (the trajectory keeps a truncated copy of each result; the search is
+  deterministic for an index format, which is part of the run id); search-recall's are its stored ``answers``.
+* ``textqa``: the documents of the last ``retrieved`` note (``tasks.metrics.trajectory``), the ``fallback`` note's
+  reason (ER: no entity linked, no article), and the gold answers.
+* ``alignment``: the generator's stored candidate list (``answers``), the pick and the gold target.
+
+An item gets a stage when the run's headline metric scored it (``predictions.scores``); so the stages of a run add
+up to that metric's ``n``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from storage import layout
+from storage.parquet_io import read_table, write_table
+from tasks.metrics.runs import summary_metrics
+from tasks.metrics.stages import (
+    STAGE_FAMILIES,
+    STAGES_FORMAT,
+    Stage,
+    alignment_stage,
+    linking_stage,
+    oracle_metrics,
+    textqa_stage,
+)
+from tasks.metrics.trajectory import read_notes
+from tasks.runs.resolve import ResolvedRun
+from tasks.search.kb_indexes import named_qids, search_tool
+
+
+def _events(trajectory: str | None) -> list[dict[str, Any]]:
+    return json.loads(trajectory or "[]")
+
+
+def _shown_by_search(preds: Sequence[Mapping[str, Any]], run: ResolvedRun) -> dict[str, set[str] | None]:
+    """question_id -> the QIDs its entity-search calls returned (``None``: the item never searched)."""
+    calls = {p["question_id"]: [e["payload"] for e in _events(p.get("trajectory"))
+                                if e.get("kind") == "tool" and e.get("tool") == "entity_search"
+                                and isinstance(e.get("payload"), dict)] for p in preds}
+    if not any(calls.values()):
+        return {q: None for q in calls}
+    tool = search_tool(run.kb_version, run.root, str(run.plan.method_settings.get("source", "wikidata")))
+    flat = [(q, payload) for q, payloads in calls.items() for payload in payloads]
+    results = tool([payload for _, payload in flat])
+    out: dict[str, set[str] | None] = {q: (set() if calls[q] else None) for q in calls}
+    for (q, _), per_query in zip(flat, results, strict=True):
+        out[q] |= {c["qid"] for cands in per_query for c in cands if c.get("qid")}
+    return out
+
+
+def _gold_mentions(q: Mapping[str, Any]) -> list[str]:
+    return [m["qid"] for m in (q.get("gold_mentions") or []) if m.get("qid") and m.get("text")]
+
+
+def _fallback(trajectory: str | None) -> str | None:
+    reasons = [e.get("reason") or "no documents" for e in _events(trajectory) if e.get("kind") == "note"
+               and "fallback" in e]
+    return reasons[-1] if reasons else None
+
+
+def item_stages(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
+                questions: Sequence[Mapping[str, Any]]) -> dict[str, Stage]:
+    """question_id -> its :class:`~tasks.metrics.stages.Stage`, for the items the headline metric scored.
+
+    Empty for a run whose metric family has no stage rule (KGQA).
+    """
+    rule = STAGE_FAMILIES.get(run.family)
+    if rule is None:
+        return {}
+    fam, headline = rule
+    qs = {q["question_id"]: q for q in questions}
+    hit = {p["question_id"]: dict(p.get("scores") or {}).get(headline) for p in preds}  # Arrow maps: pairs
+    scored = [p for p in preds if hit[p["question_id"]] is not None]
+    out: dict[str, Stage] = {}
+    if fam == "linking":
+        named = named_qids(run.kb_version, run.root) if run.kb_version else set()
+        search = run.family == "search"
+        shown = {} if search else _shown_by_search(scored, run)
+        for p in scored:
+            qid, q = p["question_id"], qs[p["question_id"]]
+            correct = hit[qid] == 1.0
+            if search:
+                gold = _gold_mentions(q)
+                seen: set[str] | None = {a.partition(":")[2] for a in p.get("answers") or []}
+            else:
+                gold, seen = list(q.get("gold_entities") or []), shown[qid]
+            out[qid] = linking_stage(gold, list(p.get("predicted_entities") or []), seen, named, correct)
+    elif fam == "textqa":
+        for p in scored:
+            q = qs[p["question_id"]]
+            notes = read_notes(p.get("trajectory"))
+            retrieved = None if run.family == "strategyqa" else notes.retrieved_texts
+            why = _fallback(p.get("trajectory"))
+            if retrieved is None and why is not None and run.family != "strategyqa":
+                retrieved = []
+            out[p["question_id"]] = textqa_stage(list(q.get("gold_answers") or []), retrieved,
+                                                 hit[p["question_id"]] == 1.0, why)
+    else:
+        for p in scored:
+            q = qs[p["question_id"]]
+            out[p["question_id"]] = alignment_stage(list(q.get("gold_entities") or []), list(p.get("answers") or []),
+                                                    list(p.get("predicted_entities") or []),
+                                                    hit[p["question_id"]] == 1.0)
+    return out
+
+
+def stage_rows(run: ResolvedRun, stages: Mapping[str, Stage]) -> list[dict[str, Any]]:
+    """The ``stages`` table's rows of a run's item stages (``storage.schemas.STAGES``), in question-id order."""
+    plan = run.plan
+    return [{"run_id": plan.run_id, "method": plan.config.method, "dataset": plan.config.dataset,
+             "split": plan.split, "question_id": qid, "family": s.family, "stage": s.stage, "stage_rank": s.rank,
+             "evidence": json.dumps(s.evidence, ensure_ascii=False, sort_keys=True), "stages_format": STAGES_FORMAT}
+            for qid, s in sorted(stages.items())]
+
+
+def scored(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
+           questions: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A run's summary metrics and its ``stages`` rows, computed from its stored predictions.
+
+    The summary includes the ``oracle_*`` metrics of the failure stages: what ``finalize_run`` stores and
+    ``linkedqa eval`` recomputes.
+    """
+    summary = summary_metrics(run.family, preds, questions, run.extra_metrics)
+    stages = item_stages(run, preds, questions)
+    summary += oracle_metrics(run.family, list(stages.values()))
+    return summary, stage_rows(run, stages)
+
+
+def write_stages(run: ResolvedRun, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Write a run's ``stages`` table (one part, atomically, replacing an older one); its row count."""
+    if not rows:
+        return 0
+    write_table(list(rows), "stages", layout.run_dir(run.run_id, run.root) / "stages" / layout.part_name(0, 1))
+    return len(rows)
+
+
+def read_stages(run_id: str, root: Path | None = None) -> list[dict[str, Any]]:
+    """A run's stored stage rows (empty when it has none)."""
+    folder = layout.run_dir(run_id, root) / "stages"
+    return read_table(folder, "stages").to_pylist() if folder.is_dir() else []
+
+
+def stages_status(run: ResolvedRun, recomputed: Sequence[Mapping[str, Any]]) -> str:
+    """The state of a run's stored failure stages against ``recomputed``.
+
+    ``current`` (equal), ``missing``, ``stale`` (other rules or stages) or ``none`` (no stage rule for its family).
+    """
+    if run.family not in STAGE_FAMILIES:
+        return "none"
+    stored = read_stages(run.run_id, run.root)
+    if not stored:
+        return "missing" if recomputed else "current"
+
+    def key(rows: Sequence[Mapping[str, Any]]) -> list[tuple]:
+        return sorted((r["question_id"], r["stage"], r["stages_format"]) for r in rows)
+
+    return "current" if key(stored) == key(recomputed) else "stale"

@@ -1,0 +1,101 @@
+"""Failure stages against hand labels: 20 real items of the demo's ELA run, labelled by reading their trajectories.
+
+The items are the first 20 WebQSP-EL test questions as ``make demo`` answered them with the embedded model (bfloat16
+engine, AVX-512): what each item chose (``predicted_entities``) and the mentions it searched for (its
+``entity_search`` payload) are copied from that run's predictions; the gold entities come from the real dataset and
+the candidates from the sample KB's own entity index, as the stage code reads them. Each label was decided by hand
+from the run's trajectory (the truncated candidate list it shows, the model's answer) and the sample KB's
+``entities`` table, before the code was run on them; the reason says what decided it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tasks.metrics.runs import per_item_scores
+from tasks.metrics.stages import STAGES
+from tasks.runs.config import RunConfig
+from tasks.runs.execute import plan_questions, plan_run
+from tasks.runs.resolve import resolve_run
+from tasks.runs.stages import item_stages, scored
+
+#: question_id -> (predicted_entities, searched mentions, hand label, reason)
+ELA_DEMO = {
+    "WebQTest-0": (["Q16821205", "Q33659"], ["jamaican people"], "not_retrieved",
+                   "gold Q766 (Jamaica) is named in the KB but is not among the 50 candidates of 'jamaican people'"),
+    "WebQTest-1": (["Q11891"], ["james k polk"], "not_retrieved",
+                   "Q11891 chosen; the second gold Q30461 ('president') is never a candidate of 'james k polk'"),
+    "WebQTest-100": (["Q790", "Q21830103"], ["haiti"], "extra_entities", "Haiti chosen, plus Q21830103"),
+    "WebQTest-1000": (["Q538"], ["OCEANIA"], "correct", "exactly the gold set"),
+    "WebQTest-1001": (["Q663813", "Q162202"], ["Nikki Minaj"], "extra_entities", "Nicki Minaj plus Q663813"),
+    "WebQTest-1002": (["Q3244512", "Q712548"], ["harry potter dumbledore"], "extra_entities",
+                      "the gold Q712548 plus Q3244512"),
+    "WebQTest-1003": (["Q843"], ["Pakistan"], "not_retrieved",
+                      "gold Q735575 ('Prime Minister of Pakistan') is named but not a candidate of 'Pakistan'"),
+    "WebQTest-1004": (["Q190523", "Q28109928"], ["christopher plummer"], "extra_entities",
+                      "Christopher Plummer plus Q28109928"),
+    "WebQTest-1005": (["Q1028"], ["morocco"], "correct", "exactly the gold set"),
+    "WebQTest-1006": (["Q297334", "Q3805577"], ["Omar Epps"], "extra_entities", "Omar Epps plus Q3805577"),
+    "WebQTest-1007": (["Q170581", "Q40898"], ["Nancy Pelosi"], "extra_entities", "Nancy Pelosi plus Q40898"),
+    "WebQTest-1008": (["Q1415"], ["walton indiana"], "gold_not_in_kb", "gold Q2551289 has no row in the sample KB"),
+    "WebQTest-1009": (["Q535360", "Q23505"], ["george herbert walker bush"], "extra_entities",
+                      "George H. W. Bush plus Q535360"),
+    "WebQTest-1010": (["Q365144", "Q16209581"], ["bruce jenner"], "not_retrieved",
+                      "Q365144 chosen; the second gold Q406039 ('gold medal') is not a candidate of 'bruce jenner'"),
+    "WebQTest-1011": (["Q179842"], ["tibetan"], "gold_not_in_kb", "gold Q34271 has no row in the sample KB"),
+    "WebQTest-1012": (["Q326141", "Q33354"], ["hollywood ca"], "not_chosen",
+                      "gold Q34006 (Hollywood) is the third candidate shown, and the model chose two others"),
+    "WebQTest-1014": (["Q186304", "Q575689"], ["Kim K. Kardashian"], "extra_entities",
+                      "Kim Kardashian plus Q575689"),
+    "WebQTest-1015": (["Q34086", "Q507498"], ["Justin Bieber"], "extra_entities", "Justin Bieber plus Q507498"),
+    "WebQTest-1017": (["Q71980"], ["charlie"], "gold_not_in_kb", "gold Q497850 has no row in the sample KB"),
+    "WebQTest-102": (["Q440488", "Q807360"], ["barbara gordon batgirl"], "gold_not_in_kb",
+                     "gold Q194705 has no row in the sample KB"),
+}
+
+
+@pytest.fixture()
+def ela_run(kb_home: str, data_root):
+    """The plan of the demo's ELA run in the session warehouse, and its predictions rebuilt from :data:`ELA_DEMO`."""
+    plan = plan_run(RunConfig(method="ela", dataset="webqsp-el", split="test", limit=20, shards=2,
+                              settings={"max_tokens_answer": "256"}), data_root=data_root)
+    run = resolve_run(plan)
+    questions = plan_questions(plan, run.root)
+    assert [q["question_id"] for q in questions] == sorted(ELA_DEMO)  # the demo's 20 questions
+    preds = []
+    for q in questions:
+        chosen, mentions, _, _ = ELA_DEMO[q["question_id"]]
+        event = {"kind": "tool", "step": 2, "tool": "entity_search", "payload": {"queries": mentions, "k": 50}}
+        preds.append({"question_id": q["question_id"], "predicted_entities": chosen, "answers": [], "error": None,
+                      "trajectory": json.dumps([event])})
+    scores = per_item_scores("linking", preds, questions)
+    for p in preds:
+        p["scores"] = scores[p["question_id"]]
+    return run, preds, questions
+
+
+def test_ela_stages_agree_with_the_hand_labels(ela_run):
+    run, preds, questions = ela_run
+    stages = item_stages(run, preds, questions)
+    got = {qid: s.stage for qid, s in stages.items()}
+    want = {qid: label for qid, (_, _, label, _) in ELA_DEMO.items()}
+    wrong = {qid: (got.get(qid), want[qid], ELA_DEMO[qid][3]) for qid in want if got.get(qid) != want[qid]}
+    assert not wrong, f"stage (code, hand label, reason): {wrong}"
+
+
+def test_a_runs_stages_add_up_and_correct_is_the_headline_hits(ela_run):
+    run, preds, questions = ela_run
+    summary, rows = scored(run, preds, questions)
+    metrics = {m["metric"]: m for m in summary}
+    assert len(rows) == metrics["accuracy"]["n"] == 20
+    counts = {s: sum(r["stage"] == s for r in rows) for s in STAGES["linking"]}
+    assert counts == {"gold_not_in_kb": 4, "not_retrieved": 4, "not_chosen": 1, "extra_entities": 9, "correct": 2}
+    assert counts["correct"] / 20 == metrics["accuracy"]["value"]
+    # a perfect choice among the shown candidates: every item whose gold entities were all shown
+    assert metrics["oracle_accuracy"]["value"] == (1 + 9 + 2) / 20
+    assert [r["stage_rank"] for r in rows if r["stage"] == "correct"] == [4, 4]
+    evidence = {r["question_id"]: json.loads(r["evidence"]) for r in rows}
+    assert evidence["WebQTest-1012"]["not_chosen"] == ["Q34006"]
+    assert evidence["WebQTest-1008"]["not_in_kb"] == ["Q2551289"]
