@@ -71,7 +71,7 @@ fig.savefig(out_dir / "errors_per_run.png", dpi=100)
 # ## Where items failed (failure stages)
 # Each latest run's items by the first stage they failed (`stage_summary`; rules in docs/metrics.md#failure-stages),
 # as shares of the run's scored items, so retrieval losses (the early stages) and choice losses (the late ones)
-# compare across methods. KGQA runs have no stages yet.
+# compare across methods.
 
 # %%
 stages = con.sql(

@@ -318,6 +318,8 @@ FORMATS: tuple[tuple[str, str, str, str], ...] = (
      "`linkedqa data load` writes a new dataset version"),
     ("tasks.datasets.ea_kg", "KG_FORMAT", "the entity-alignment graph tables", "rebuilt from the raw files"),
     ("tasks.dumps.seekable", "INDEX_FORMAT", "the seek indexes of compressed dumps", "rebuilt on the next build"),
+    ("tasks.metrics.stages", "STAGES_FORMAT", "the failure-stage rules",
+     "`linkedqa eval --all --write` recomputes stored runs' stages (with a new `METRICS_FORMAT`)"),
     ("tasks.llm.types", "CACHE_KEY_FORMAT", "the LLM response-cache key",
      "cached responses are missed and asked of the engine again; old entries stay in the cache file"),
 )

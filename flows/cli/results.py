@@ -102,8 +102,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         rows = con.execute("SELECT stage, items, share FROM stage_summary WHERE run_id = ? ORDER BY stage_rank",
                            [a.run]).fetchall()
         if not rows:
-            raise LookupError(f"no failure stages for run {a.run!r} (`linkedqa eval {a.run} --write` adds them; "
-                              "KGQA runs have none)")
+            raise LookupError(f"no failure stages for run {a.run!r} (`linkedqa eval {a.run} --write` adds them)")
         for stage, items, share in rows:
             print(f"{stage:<24} {items:>8} {share:>8.1%}")
         return 0

@@ -21,8 +21,15 @@ Families (docs/metrics.md#failure-stages states each rule next to the metric it 
 * ``alignment`` (``ea-embed``, ``ea-agent``): ``gold_not_candidate`` (the gold target is not in the generator's
   stored candidate list) -> ``not_picked`` -> ``correct`` (headline: ``hits@1``).
 
-KGQA (``kg-1hop``, ``react-kg``, ``anchorrag``, ``tog``, ``cot``, closed-book on KGQA) has no rule yet: its runs get
-no stage rows.
+* ``kgqa`` (``kg-1hop``, ``react-kg``, ``anchorrag``, ``tog``, ``cot``, closed-book on KGQA): ``topic_not_grounded``
+  (none of the entities the method grounded the question in, its main entity or anchors, is a gold topic entity)
+  -> ``answer_not_reachable`` (the gold answers are not among the facts the method retrieved: every one for QALD's
+  exact set, one for ToG's Hit@1) -> ``not_answered`` -> ``answer_unlinked`` (QALD: a gold answer is named in the
+  answer text but not among the linked answers that are scored) -> ``correct`` (headline: ``qald_macro_f1_mean``
+  = 1, the exact answer set; ToG family: ``hit1_tog``); a method that retrieves no facts (closed-book, cot) has
+  neither a grounding nor a reachability stage, a question without gold topic entities no grounding stage, and a
+  count or yes/no question (QALD's ``aggregation`` or boolean answers, no gold QIDs) no reachability stage: no
+  single fact states such an answer.
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from typing import Any
 
 from tasks.metrics.qa import relevance
 
-#: Version of the stage rules; stored in every stage row, so rows of other rules are recomputed by ``linkedqa eval``.
+#: Version of the stage rules, stored in every stage row (``linkedqa eval --write`` recomputes rows of other rules).
+#: The ``oracle_*`` metrics follow from the stages: a new version comes with a new ``METRICS_FORMAT``.
 STAGES_FORMAT = 1
 
 #: Stage family -> its stages, in the order an item passes them (the last is ``correct``).
@@ -41,6 +49,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "linking": ("gold_not_in_kb", "not_retrieved", "not_chosen", "extra_entities", "correct"),
     "textqa": ("answer_not_retrieved", "not_answered", "correct"),
     "alignment": ("gold_not_candidate", "not_picked", "correct"),
+    "kgqa": ("topic_not_grounded", "answer_not_reachable", "not_answered", "answer_unlinked", "correct"),
 }
 #: Metric family (``tasks.metrics.runs.FAMILIES``) -> its stage family and the per-item headline score that says
 #: ``correct``.
@@ -50,10 +59,13 @@ STAGE_FAMILIES: dict[str, tuple[str, str]] = {
     "qa": ("textqa", "em"),
     "strategyqa": ("textqa", "strategyqa_acc"),
     "alignment": ("alignment", "hits@1"),
+    "qald": ("kgqa", "qald_macro_f1_mean"),
+    "tog": ("kgqa", "hit1_tog"),
 }
 #: Stage family -> the first stage an item reaches with what it needed retrieved: the share of items at or past it
 #: is the score a perfect choice among the retrieved candidates, documents or facts would reach (``oracle_*``).
-ORACLE_FROM: dict[str, str] = {"linking": "not_chosen", "textqa": "not_answered", "alignment": "not_picked"}
+ORACLE_FROM: dict[str, str] = {"linking": "not_chosen", "textqa": "not_answered", "alignment": "not_picked",
+                               "kgqa": "not_answered"}
 
 
 @dataclass(frozen=True)
@@ -151,6 +163,55 @@ def oracle_metrics(metric_family: str, stages: Sequence[Stage]) -> list[dict[str
     fam, headline = rule
     if fam == "textqa" and not any("retrieved" in s.evidence for s in stages):
         return []
+    if fam == "kgqa" and all(s.evidence.get("grounded") is None for s in stages):
+        return []
     first = STAGES[fam].index(ORACLE_FROM[fam])
     value = sum(1 for s in stages if s.rank >= first) / len(stages)
     return [{"metric": f"oracle_{headline}", "value": value, "n": len(stages)}]
+
+
+def kgqa_stage(topic: Sequence[str], grounded: Sequence[str] | None, gold_ids: Sequence[str],
+               gold_texts: Sequence[str], reached_ids: Collection[str] | None, reached_texts: Collection[str],
+               answer_text: str, need_all: bool, linked: bool, correct: bool, judge_reach: bool = True) -> Stage:
+    """The KGQA stage of one item.
+
+    Args:
+        topic: The question's gold topic entities (empty: not known, the grounding stage is skipped).
+        grounded: The entities the method grounded the question in (main entity, anchors); ``None``: a method
+            that retrieves nothing (closed-book, cot), which has no grounding and no reachability stage.
+        gold_ids: Gold answer QIDs (empty for text-only gold).
+        gold_texts: Gold answer labels and literal values.
+        reached_ids: QIDs among the facts the method retrieved (subjects and objects).
+        reached_texts: Normalised labels and values of those facts (:func:`norm`).
+        answer_text: The method's answer text.
+        need_all: Whether the headline needs every gold answer (QALD's exact set) or one (ToG's Hit@1).
+        linked: Whether the headline scores linked answers (QALD: QIDs), so a gold answer named in the text but
+            not linked is an ``answer_unlinked``.
+        correct: The item's headline hit.
+        judge_reach: False when no fact can state the gold answer (a count or a yes/no computed over facts): the
+            reachability stage is skipped for the item.
+    """
+    ev: dict[str, Any] = {"topic": list(topic), "grounded": None if grounded is None else list(grounded)}
+    if correct:
+        return Stage("kgqa", "correct", ev)
+    if grounded is not None:
+        if topic and not set(grounded) & set(topic):
+            return Stage("kgqa", "topic_not_grounded", ev)
+        ids_hit = [g for g in gold_ids if g in (reached_ids or ())]
+        texts_hit = [g for g in gold_texts if norm(g) in reached_texts]
+        # gold labels include aliases: a text-only gold is reached by any of its labels
+        reachable = (len(ids_hit) == len(gold_ids) if need_all else bool(ids_hit)) if gold_ids else bool(texts_hit)
+        ev.update({"reached": len(reached_ids or ()), "gold_reached": ids_hit or texts_hit})
+        if not judge_reach:
+            ev["reachability"] = "not judged: the answer is computed over facts (a count or yes/no)"
+        elif not reachable:
+            return Stage("kgqa", "answer_not_reachable", ev)
+    said = [g for g in gold_texts if norm(g) and norm(g) in norm(answer_text)]
+    if linked and said:
+        return Stage("kgqa", "answer_unlinked", {**ev, "named_in_text": said[:5]})
+    return Stage("kgqa", "not_answered", ev)
+
+
+def norm(text: str | None) -> str:
+    """Case-folded, whitespace-collapsed text, for matching gold labels against facts and answers."""
+    return " ".join(str(text or "").casefold().split())

@@ -10,6 +10,10 @@ Evidence per family (rules: ``tasks.metrics.stages``):
 * ``textqa``: the documents of the last ``retrieved`` note (``tasks.metrics.trajectory``), the ``fallback`` note's
   reason (ER: no entity linked, no article), and the gold answers.
 * ``alignment``: the generator's stored candidate list (``answers``), the pick and the gold target.
+* ``kgqa``: the gold topic entities (``gold_entities``) against what the method grounded (``predicted_entities``:
+  kg-1hop's and react-kg's main entity, AnchorRAG's and ToG's anchors); the facts its ``kg_facts`` and
+  ``kg_neighbours`` calls returned, replayed like ELA's searches with the run's own KG tools, against the gold
+  answers (QIDs, else labels and literal values); the answer text against the gold labels.
 
 An item gets a stage when the run's headline metric scored it (``predictions.scores``); so the stages of a run add
 up to that metric's ``n``.
@@ -30,7 +34,9 @@ from tasks.metrics.stages import (
     STAGES_FORMAT,
     Stage,
     alignment_stage,
+    kgqa_stage,
     linking_stage,
+    norm,
     oracle_metrics,
     textqa_stage,
 )
@@ -73,7 +79,7 @@ def item_stages(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
                 questions: Sequence[Mapping[str, Any]]) -> dict[str, Stage]:
     """question_id -> its :class:`~tasks.metrics.stages.Stage`, for the items the headline metric scored.
 
-    Empty for a run whose metric family has no stage rule (KGQA).
+    Empty for a run whose metric family has no stage rule.
     """
     rule = STAGE_FAMILIES.get(run.family)
     if rule is None:
@@ -106,6 +112,19 @@ def item_stages(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
                 retrieved = []
             out[p["question_id"]] = textqa_stage(list(q.get("gold_answers") or []), retrieved,
                                                  hit[p["question_id"]] == 1.0, why)
+    elif fam == "kgqa":
+        reached = _reached(run, scored)
+        qald = run.family == "qald"
+        for p in scored:
+            q, qid = qs[p["question_id"]], p["question_id"]
+            ids, texts = reached[qid] if reached is not None else (None, set())
+            grounded = None if reached is None else list(p.get("predicted_entities") or [])
+            gold_ids = list(q.get("gold_answer_qids") or [])
+            meta = json.loads(q.get("meta") or "{}")
+            computed = not gold_ids and (bool(meta.get("aggregation")) or meta.get("answer_type") == "boolean")
+            out[qid] = kgqa_stage(list(q.get("gold_entities") or []), grounded, gold_ids,
+                                  list(q.get("gold_answers") or []), ids, texts, p.get("answer") or "",
+                                  need_all=qald, linked=qald, correct=hit[qid] == 1.0, judge_reach=not computed)
     else:
         for p in scored:
             q = qs[p["question_id"]]
@@ -166,3 +185,36 @@ def stages_status(run: ResolvedRun, recomputed: Sequence[Mapping[str, Any]]) -> 
         return sorted((r["question_id"], r["stage"], r["stages_format"]) for r in rows)
 
     return "current" if key(stored) == key(recomputed) else "stale"
+
+
+#: The KG tools whose results are facts (``tasks.methods.kg_tools``): replayed to learn what an item retrieved.
+FACT_TOOLS = ("kg_facts", "kg_neighbours")
+
+
+def _reached(run: ResolvedRun, preds: Sequence[Mapping[str, Any]]) -> dict[str, tuple[set[str], set[str]]] | None:
+    """question_id -> (QIDs, normalised labels and values) of the facts its KG calls returned.
+
+    The calls are replayed from the trajectory's payloads with the run's own tools (the trajectory keeps a truncated
+    copy of each result). ``None`` when no item of the run called a fact tool: a method that retrieves nothing.
+    """
+    calls = {name: [] for name in FACT_TOOLS}
+    for p in preds:
+        for e in _events(p.get("trajectory")):
+            if e.get("kind") == "tool" and e.get("tool") in FACT_TOOLS and isinstance(e.get("payload"), dict):
+                calls[e["tool"]].append((p["question_id"], e["payload"]))
+    if not any(calls.values()):
+        return None
+    tools = run.method.build_tools(run.context(with_run_dir=False))
+    out: dict[str, tuple[set[str], set[str]]] = {p["question_id"]: (set(), set()) for p in preds}
+    for name, made in calls.items():
+        if not made:
+            continue
+        for (qid, _), res in zip(made, tools[name]([payload for _, payload in made]), strict=True):
+            if not isinstance(res, dict) or "error" in res:
+                continue
+            groups = res["facts"].values() if name == "kg_facts" else res["facts"]
+            ids, texts = out[qid]
+            for f in (f for group in groups for f in group):
+                ids.update(x for x in (f.get("s"), f.get("o")) if x)
+                texts.update(norm(x) for x in (f.get("sl"), f.get("ol"), f.get("ov")) if x)
+    return out
