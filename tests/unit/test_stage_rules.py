@@ -1,0 +1,81 @@
+"""The failure-stage rules (``tasks.metrics.stages``) branch by branch; whole runs are checked against hand labels
+in ``tests/e2e/test_failure_stages.py`` and for every method by the methods matrix."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.metrics.stages import (
+    STAGES,
+    Stage,
+    alignment_stage,
+    kgqa_stage,
+    linking_stage,
+    norm,
+    oracle_metrics,
+    textqa_stage,
+)
+
+
+def test_linking_takes_the_first_failing_stage_of_any_gold_entity():
+    named = {"Q1", "Q2", "Q3"}
+    assert linking_stage(["Q1", "Q9"], ["Q1"], {"Q1"}, named, False).stage == "gold_not_in_kb"
+    assert linking_stage(["Q1", "Q2"], ["Q1"], {"Q1"}, named, False).stage == "not_retrieved"
+    assert linking_stage(["Q1", "Q2"], ["Q1"], None, named, False).stage == "not_retrieved"  # never searched
+    assert linking_stage(["Q1", "Q2"], ["Q1"], {"Q1", "Q2"}, named, False).stage == "not_chosen"
+    s = linking_stage(["Q1"], ["Q1", "Q3"], {"Q1", "Q3"}, named, False)
+    assert (s.stage, s.evidence["extra"]) == ("extra_entities", ["Q3"])
+    assert linking_stage(["Q1"], ["Q1"], {"Q1"}, named, True).stage == "correct"
+
+
+def test_textqa_retrieval_is_judged_only_for_methods_that_retrieve():
+    docs = ["Oslo is the capital of Norway.", "Bergen is a city."]
+    assert textqa_stage(["Oslo"], docs, False).stage == "not_answered"
+    assert textqa_stage(["Oslo"], docs, False).evidence["containing"] == [0]
+    assert textqa_stage(["Trondheim"], docs, False).stage == "answer_not_retrieved"
+    s = textqa_stage(["Oslo"], [], False, why_none="no linked entity")  # ER with nothing to read
+    assert (s.stage, s.evidence["why"]) == ("answer_not_retrieved", "no linked entity")
+    assert textqa_stage(["Oslo"], None, False).stage == "not_answered"  # closed-book: no retrieval stage
+    assert textqa_stage(["Oslo"], None, True).stage == "correct"
+
+
+def test_alignment_separates_candidate_generation_from_the_pick():
+    assert alignment_stage(["t7"], ["t1", "t2"], ["t1"], False).stage == "gold_not_candidate"
+    s = alignment_stage(["t2"], ["t1", "t2"], ["t1"], False)
+    assert (s.stage, s.evidence["gold_rank"]) == ("not_picked", 1)
+    assert alignment_stage(["t1"], ["t1", "t2"], ["t1"], True).stage == "correct"
+
+
+def test_kgqa_stages():
+    kw = {"answer_text": "", "need_all": True, "linked": True, "correct": False}
+    assert kgqa_stage(["Q1"], ["Q2"], ["A"], [], {"A"}, set(), **kw).stage == "topic_not_grounded"
+    assert kgqa_stage([], ["Q2"], ["A"], [], {"A"}, set(), **kw).stage == "not_answered"  # no topic known
+    assert kgqa_stage(["Q1"], ["Q1"], ["A", "B"], [], {"A"}, set(), **kw).stage == "answer_not_reachable"
+    hit1 = {**kw, "need_all": False}
+    assert kgqa_stage(["Q1"], ["Q1"], ["A", "B"], [], {"A"}, set(), **hit1).stage == "not_answered"
+    named = {**kw, "answer_text": "It is  Bernhard RIEMANN."}
+    s = kgqa_stage(["Q1"], ["Q1"], ["A"], ["Bernhard Riemann"], {"A"}, set(), **named)
+    assert (s.stage, s.evidence["named_in_text"]) == ("answer_unlinked", ["Bernhard Riemann"])
+    assert kgqa_stage(["Q1"], ["Q1"], [], ["709"], set(), {norm("709")}, **kw).stage == "not_answered"
+    assert kgqa_stage(["Q1"], ["Q1"], [], ["709"], set(), set(), **kw).stage == "answer_not_reachable"
+    counted = kgqa_stage(["Q1"], ["Q1"], [], ["8"], set(), set(), **kw, judge_reach=False)
+    assert counted.stage == "not_answered" and "not judged" in counted.evidence["reachability"]
+    assert kgqa_stage(["Q1"], None, ["A"], [], None, set(), **kw).stage == "not_answered"  # closed-book
+
+
+@pytest.mark.parametrize("family", list(STAGES))
+def test_every_family_ends_in_correct_and_ranks_follow_the_list(family):
+    order = STAGES[family]
+    assert order[-1] == "correct" and len(set(order)) == len(order)
+    assert [Stage(family, s).rank for s in order] == list(range(len(order)))
+
+
+def test_oracle_is_left_out_where_nothing_is_chosen_or_retrieved():
+    linking = [Stage("linking", s) for s in ("gold_not_in_kb", "not_chosen", "extra_entities", "correct")]
+    assert oracle_metrics("linking", linking) == [{"metric": "oracle_accuracy", "value": 0.75, "n": 4}]
+    assert oracle_metrics("search", linking) == []  # search-recall: its headline is the oracle
+    closed_book = [Stage("textqa", "not_answered", {}), Stage("textqa", "correct", {})]
+    assert oracle_metrics("qa", closed_book) == []
+    no_facts = [Stage("kgqa", "not_answered", {"grounded": None})]
+    assert oracle_metrics("qald", no_facts) == []
+    assert oracle_metrics("qald", []) == []
