@@ -10,6 +10,8 @@
 --   * flags summed over items: fallback_count = sum(scores['fallback']), missing_articles = sum of
 --     scores['missing_articles'], parse_failures = sum of scores['parse_failures'] (n = all predictions of the
 --     run); flags are never averaged as per-item metrics.
+--   * upper bounds: oracle_<headline> = share of the run's failure-stage rows at or past its family's first stage
+--     after retrieval (tasks.metrics.stages.ORACLE_FROM), n = its stage rows.
 -- Measured-only rows (wall_s, peak_rss_mb, llm_seconds, non_llm_seconds, retrieval_s, index_disk_mb) are not
 -- checked.
 -- A stored metric that nothing here can recompute is reported (teach this check about it).
@@ -101,7 +103,28 @@ from_trajectories AS (
     GROUP BY l.run_id
 ),
 
+oracle_from (family, stage_rank) AS (
+    -- tasks.metrics.stages.ORACLE_FROM as ranks in STAGES
+    VALUES ('linking', 2), ('textqa', 1), ('alignment', 1), ('kgqa', 2)
+),
+
+from_stages AS (
+    SELECT
+        s.run_id,
+        m.metric,
+        avg((s.stage_rank >= o.stage_rank)::DOUBLE) AS value,
+        count(*) AS n,
+        false AS n_only
+    FROM stages AS s
+    INNER JOIN oracle_from AS o ON s.family = o.family
+    INNER JOIN (SELECT DISTINCT run_id, metric FROM metrics WHERE metric LIKE 'oracle\_%' ESCAPE '\') AS m
+        ON s.run_id = m.run_id
+    GROUP BY s.run_id, m.metric
+),
+
 recomputed AS (
+    SELECT * FROM from_stages
+    UNION ALL
     SELECT * FROM from_item_scores
     UNION ALL
     SELECT * FROM from_flag_sums

@@ -79,3 +79,16 @@ def test_oracle_is_left_out_where_nothing_is_chosen_or_retrieved():
     no_facts = [Stage("kgqa", "not_answered", {"grounded": None})]
     assert oracle_metrics("qald", no_facts) == []
     assert oracle_metrics("qald", []) == []
+
+
+def test_the_sql_check_knows_the_oracle_stages():
+    """``sql/checks/metrics_reproducible.sql`` recomputes ``oracle_*`` from the stage rows with the ranks of
+    :data:`ORACLE_FROM`; both must name the same stages."""
+    import re
+
+    from storage.catalog import SQL_DIR
+    from tasks.metrics.stages import ORACLE_FROM
+
+    sql = (SQL_DIR / "checks" / "metrics_reproducible.sql").read_text()
+    values = dict(re.findall(r"\('(\w+)', (\d+)\)", sql.split("oracle_from")[1].split(")\n")[0] + ")"))
+    assert {f: int(r) for f, r in values.items()} == {f: STAGES[f].index(s) for f, s in ORACLE_FROM.items()}
