@@ -123,6 +123,16 @@ def run_dir(run_id: str, root: Path | None = None) -> Path:
     return runs_root(root) / safe_name(run_id, "run id")
 
 
+def run_shard_part(run_id: str, i: int, n: int, root: Path | None = None) -> Path:
+    """The predictions part of shard ``i`` of ``n`` of a run (its presence marks the shard done)."""
+    return run_dir(run_id, root) / "predictions" / part_name(i, n)
+
+
+def run_shard_record(run_id: str, i: int, root: Path | None = None) -> Path:
+    """The record (timings, LLM statistics) of shard ``i`` of a run, written just before its part."""
+    return run_dir(run_id, root) / "shards" / f"shard-{i:05d}.json"
+
+
 def index_dir(kb_version: str, index_name: str, root: Path | None = None) -> Path:
     """Folder of one search index built for one KB version."""
     return (root or home()) / "indexes" / safe_name(kb_version, "kb version") / safe_name(index_name, "index")

@@ -15,14 +15,15 @@ Tools and payloads (results are JSON-able dicts, stored in trajectories):
 * ``kg_neighbours``: ``{"pairs": [[qid, pid, "out"|"in"], ...]}`` -> ``{"facts": [[fact] per pair]}``.
 
 A fact is ``{"s", "sl", "p", "pl", "o", "ol", "ov", "dt"}`` (subject, its label, property, its label, object
-QID, its label, literal value, datatype).
+QID, its label, literal value, datatype). The payloads and results are declared below as typed dicts
+(:class:`FactRecord`, :class:`LinkResult`, :class:`FactsResult`, ...), the contract an agent reads them by.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tasks.kg.base import Fact, KGClient, KGError, check_ids, check_pairs
 from tasks.kg.duckdb_store import DuckDBKG
@@ -61,13 +62,84 @@ def open_kg(kind: str, kb_version: str | None, root: Path, endpoint: str | None 
     raise ValueError(f"unknown kg backend {kind!r}; use 'duckdb' or 'sparql'")
 
 
-def fact_dict(f: Fact) -> dict[str, Any]:
+class FactRecord(TypedDict):
+    """A fact as the tools return it (and trajectories store it)."""
+
+    s: str
+    sl: str | None
+    p: str
+    pl: str | None
+    o: str | None
+    ol: str | None
+    ov: str | None
+    dt: str | None
+
+
+class ToolError(TypedDict):
+    """What every payload of a failing KG call, or an invalid payload, gets instead of its result."""
+
+    error: str
+
+
+class LinkPayload(TypedDict):
+    """``kg_link``'s payload."""
+
+    texts: list[str]
+
+
+class LinkCandidate(TypedDict):
+    """An entity named by a ``kg_link`` text."""
+
+    qid: str
+    label: str | None
+    types: list[str]
+
+
+class LinkResult(TypedDict):
+    """``kg_link``'s result: candidates per text."""
+
+    candidates: list[list[LinkCandidate]]
+
+
+class EntitiesPayload(TypedDict):
+    """``kg_facts``'s and ``kg_relations``' payload."""
+
+    qids: list[str]
+
+
+class FactsResult(TypedDict):
+    """``kg_facts``' result: each entity's outgoing facts and label."""
+
+    facts: dict[str, list[FactRecord]]
+    labels: dict[str, str | None]
+
+
+class RelationsResult(TypedDict):
+    """``kg_relations``' result: ``[pid, label, direction, count]`` per relation of each entity."""
+
+    relations: dict[str, list[list[Any]]]
+    labels: dict[str, str | None]
+
+
+class NeighboursPayload(TypedDict):
+    """``kg_neighbours``' payload: ``[qid, pid, "out"|"in"]`` pairs."""
+
+    pairs: list[list[str]]
+
+
+class NeighboursResult(TypedDict):
+    """``kg_neighbours``' result: the facts of each pair."""
+
+    facts: list[list[FactRecord]]
+
+
+def fact_dict(f: Fact) -> FactRecord:
     """A ``Fact`` as the compact dict the agents and trajectories use."""
     return {"s": f.subject, "sl": f.subject_label, "p": f.property, "pl": f.property_label, "o": f.object_qid,
             "ol": f.object_label, "ov": f.object_value, "dt": f.datatype}
 
 
-def _error(exc: Exception) -> dict[str, str]:
+def _error(exc: Exception) -> ToolError:
     return {"error": f"{type(exc).__name__}: {exc}"}
 
 
@@ -93,7 +165,7 @@ def kg_tools(kg: KGClient, max_candidates: int = 8, max_facts: int = 2000) -> di
         max_facts: Outgoing facts fetched per entity (hubs such as countries have thousands).
     """
 
-    def link(payloads: list[dict]) -> list[dict]:
+    def link(payloads: list[LinkPayload]) -> list[LinkResult | ToolError]:
         ok, out = _valid(payloads, "texts", lambda t: [str(x) for x in t])
         texts = [str(t) for i in ok for t in payloads[i]["texts"]]
         try:
@@ -136,13 +208,13 @@ def kg_tools(kg: KGClient, max_candidates: int = 8, max_facts: int = 2000) -> di
                       "labels": {q: labels.get(q) for q in qs}}
         return out
 
-    def facts(payloads: list[dict]) -> list[dict]:
+    def facts(payloads: list[EntitiesPayload]) -> list[FactsResult | ToolError]:
         return per_entity(payloads, "facts", lambda qs: kg.outgoing(qs, limit_per_entity=max_facts), fact_dict)
 
-    def relations(payloads: list[dict]) -> list[dict]:
+    def relations(payloads: list[EntitiesPayload]) -> list[RelationsResult | ToolError]:
         return per_entity(payloads, "relations", kg.relations, list)
 
-    def neighbours(payloads: list[dict]) -> list[dict]:
+    def neighbours(payloads: list[NeighboursPayload]) -> list[NeighboursResult | ToolError]:
         ok, out = _valid(payloads, "pairs", lambda p: check_pairs([tuple(x) for x in p]))
         pairs = [tuple(x) for i in ok for x in payloads[i]["pairs"]]
         try:

@@ -8,6 +8,9 @@ A method author reads this file to know the contract of an agent (docs/architect
   is an item error);
 * the runtime returns one :class:`ItemOutput` per item: the result's fields plus the runtime's bookkeeping, which
   ``tasks.runs.execute.execute_shard`` turns into one row of the ``predictions`` table;
+* the tools shared by several methods declare their payloads and results as typed dicts beside them: the entity
+  search (``tasks.search.kb_indexes.SearchPayload`` / ``SearchCandidate``) and the KG tools
+  (``tasks.methods.kg_tools``: ``FactsResult``, ``NeighboursResult``, ``LinkResult``, ``FactRecord``, ...);
 * the trajectory is a JSON list of events (:data:`TrajectoryEvent`); the notes metrics read (documents retrieved,
   how an answer was obtained) are written with :func:`note_retrieved` / :func:`note_answered_by` and read back
   with :func:`read_notes`, so both sides name the same fields.

@@ -20,7 +20,9 @@ import os
 import resource
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow.compute as pc
 
@@ -30,7 +32,8 @@ from storage.parquet_io import part_files, read_table, remove_temp_files, write_
 from storage.schemas import PREDICTIONS
 from storage.side_files import write_side_outputs
 from tasks.datasets.store import latest_dataset_folder, store_dataset
-from tasks.methods.runtime import RunProgress, run_agents, run_agents_continuous
+from tasks.methods.records import ItemOutput
+from tasks.methods.runtime import RunProgress, RuntimeStats, run_agents, run_agents_continuous
 from tasks.metrics.base import METRICS_FORMAT
 from tasks.metrics.runs import per_item_scores
 from tasks.progress import progress
@@ -116,13 +119,13 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
 
 
 def shard_part(plan: RunPlan, i: int, root: Path | None = None) -> Path:
-    """Predictions part of shard ``i``."""
-    return layout.run_dir(plan.run_id, root) / "predictions" / layout.part_name(i, plan.n_shards)
+    """Predictions part of shard ``i`` (``storage.layout.run_shard_part``)."""
+    return layout.run_shard_part(plan.run_id, i, plan.n_shards, root)
 
 
 def shard_record(plan: RunPlan, i: int, root: Path | None = None) -> Path:
-    """Stats record of shard ``i`` (written before its part)."""
-    return layout.run_dir(plan.run_id, root) / "shards" / f"shard-{i:05d}.json"
+    """Stats record of shard ``i``, written before its part (``storage.layout.run_shard_record``)."""
+    return layout.run_shard_record(plan.run_id, i, root)
 
 
 def plan_questions(plan: RunPlan, root: Path | None = None, start: int = 0, end: int | None = None) -> list[dict]:
@@ -176,31 +179,51 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
                   log: Log = print) -> dict:
     """Run one shard of a method and write its predictions part (skip when the part exists).
 
-    ``plan`` may be the persisted plan or the run already resolved (:func:`tasks.runs.resolve.resolve_run`).
+    ``plan`` may be the persisted plan or the run already resolved (:func:`tasks.runs.resolve.resolve_run`). The
+    shard's part is the one place its "done" is decided; otherwise :func:`run_shard` -> :func:`score_shard` ->
+    :func:`write_shard`.
+
+    Returns:
+        The shard record (rows, errors, timings, LLM and tool statistics), with ``skipped``.
+    """
+    run = resolve_run(plan, root)
+    if shard_part(run.plan, i, run.root).is_file():
+        rec_path = shard_record(run.plan, i, run.root)
+        return {**(json.loads(rec_path.read_text()) if rec_path.is_file() else {}), "skipped": True}
+    ran = run_shard(run, i)
+    return {**write_shard(run, ran, score_shard(run, ran), log), "skipped": False}
+
+
+@dataclass
+class ShardRun:
+    """What running one shard's agents produced, before scoring and writing."""
+
+    shard: int
+    questions: list[dict]
+    outputs: list[ItemOutput]
+    stats: RuntimeStats
+    side_outputs: dict[str, Any] | None
+    engine_dtype: str | None
+    t0: float
+    setup_s: float
+
+
+def run_shard(run: ResolvedRun, i: int) -> ShardRun:
+    """Run shard ``i``'s agents: tools and backend set up, the runtime the plan names, the method's side outputs.
 
     Progress: one :func:`tasks.progress.progress` reporter per shard (items finished / total, step, active
     items, requests answered in the running step, generated tokens per second of LLM time, ETA).
-
-    Returns:
-        The shard record (rows, errors, timings, LLM and tool statistics).
     """
-    run = resolve_run(plan, root)
     plan, root = run.plan, run.root
-    rdir = run.run_dir
-    part = shard_part(plan, i, root)
-    rec_path = shard_record(plan, i, root)
-    if part.is_file():
-        rec = json.loads(rec_path.read_text()) if rec_path.is_file() else {}
-        return {**rec, "skipped": True}
     t0 = time.perf_counter()
     questions = plan_questions(plan, root, *plan.shard_bounds[i])
     method = run.method
     ctx = run.context()
     tools = method.build_tools(ctx)
-    write_side_outputs(rdir, ctx.side_outputs)
+    write_side_outputs(run.run_dir, ctx.side_outputs)
     backend = get_backend(plan.config, root) if run.method_cls.needs_llm else None
     check_engine_dtype(plan, getattr(backend, "dtype", None), root)
-    t_ready = time.perf_counter()
+    setup_s = time.perf_counter() - t0
 
     with progress(f"{plan.config.method} shard {i + 1}/{plan.n_shards}", total=len(questions), unit="item") as bar:
 
@@ -214,37 +237,39 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
 
         runtime = run_agents_continuous if plan.config.scheduler == "continuous" else run_agents
         outputs, stats = runtime(method.agent(ctx), questions, backend, tools, on_progress=on_progress)
-    rows = []
-    for o in outputs:
-        rows.append({
-            "run_id": plan.run_id,
-            "method": plan.config.method,
-            "dataset": plan.config.dataset,
-            "split": plan.split,
-            "question_id": o["question_id"],
-            "shard": i,
-            "predicted_entities": o["predicted_entities"],
-            "answer": o["answer"],
-            "answers": [str(a) for a in o["answers"]],
-            "trajectory": o["trajectory"],
-            "llm_calls": o["llm_calls"],
-            "prompt_tokens": o["prompt_tokens"],
-            "completion_tokens": o["completion_tokens"],
-            "latency_s": o["latency_s"],
-            "error": o["error"],
-            "scores": None,
-        })
-    scores = per_item_scores(run.family, rows, questions, run.extra_metrics)
-    for r, o in zip(rows, outputs, strict=True):
-        # the agent's own scores win over a family score of the same name
+    return ShardRun(i, questions, outputs, stats, method.postprocess(outputs, questions, ctx, i),
+                    getattr(backend, "dtype", None), t0, setup_s)
+
+
+def score_shard(run: ResolvedRun, ran: ShardRun) -> list[dict]:
+    """The shard's predictions rows: each item's output with its per-item scores.
+
+    The metric family's scores first, then the agent's own, which win over a family score of the same name.
+    """
+    plan = run.plan
+    rows = [{
+        "run_id": plan.run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split,
+        "question_id": o["question_id"], "shard": ran.shard, "predicted_entities": o["predicted_entities"],
+        "answer": o["answer"], "answers": [str(a) for a in o["answers"]], "trajectory": o["trajectory"],
+        "llm_calls": o["llm_calls"], "prompt_tokens": o["prompt_tokens"], "completion_tokens": o["completion_tokens"],
+        "latency_s": o["latency_s"], "error": o["error"], "scores": None,
+    } for o in ran.outputs]
+    scores = per_item_scores(run.family, rows, ran.questions, run.extra_metrics)
+    for r, o in zip(rows, ran.outputs, strict=True):
         r["scores"] = {**scores.get(r["question_id"], {}), **o["scores"]}
-    write_side_outputs(rdir, method.postprocess(outputs, questions, ctx, i))
+    return rows
+
+
+def write_shard(run: ResolvedRun, ran: ShardRun, rows: list[dict], log: Log = print) -> dict:
+    """Write the shard's side outputs, its record and, last, its predictions part (each atomically); the record."""
+    plan, i, stats = run.plan, ran.shard, ran.stats
+    write_side_outputs(run.run_dir, ran.side_outputs)
     rec = {
         "shard": i,
         "rows": len(rows),
         "errors": sum(1 for r in rows if r["error"]),
-        "setup_s": round(t_ready - t0, 3),
-        "wall_s": round(time.perf_counter() - t0, 3),
+        "setup_s": round(ran.setup_s, 3),
+        "wall_s": round(time.perf_counter() - ran.t0, 3),
         "llm_seconds": round(stats.llm_seconds, 3),
         "tool_seconds": round(stats.tool_seconds, 3),
         "non_llm_seconds": round(stats.non_llm_seconds, 3),
@@ -255,16 +280,16 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
             1 for r in rows for t in json.loads(r["trajectory"]) if t.get("kind") == "llm" and t.get("cached")
         ),
         "peak_rss_mb": round(peak_rss_mb(), 1),
-        "engine_dtype": getattr(backend, "dtype", None),
+        "engine_dtype": ran.engine_dtype,
         "scheduler": plan.config.scheduler if run.method_cls.needs_llm else None,
         "pid": os.getpid(),
         "finished_at": now_iso(),
     }
-    write_json_atomic(rec_path, rec)
-    write_table(rows, "predictions", part)
+    write_json_atomic(shard_record(plan, i, run.root), rec)
+    write_table(rows, "predictions", shard_part(plan, i, run.root))
     log(f"  shard {i + 1}/{plan.n_shards} done: {len(rows)} rows, {rec['errors']} error(s), {rec['wall_s']:.1f}s "
         f"({rec['llm_batches']} LLM batch(es), {rec['llm_seconds']:.1f}s in the LLM)")
-    return {**rec, "skipped": False}
+    return rec
 
 
 def read_predictions(run_id: str, root: Path | None = None):

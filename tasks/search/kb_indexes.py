@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import duckdb
 import pyarrow as pa
@@ -399,7 +399,23 @@ def kg_node_batches(kb_version: str, root: Path, batch_rows: int = 100_000) -> I
         con.close()
 
 
-def candidate_dict(c: Any) -> dict:
+class SearchPayload(TypedDict):
+    """The entity-search tool's payload: mentions to search, candidates per mention."""
+
+    queries: list[str]
+    k: int
+
+
+class SearchCandidate(TypedDict):
+    """One candidate of an entity search."""
+
+    qid: str
+    title: str | None
+    description: str | None
+    score: float
+
+
+def candidate_dict(c: Any) -> SearchCandidate:
     """A search candidate as a plain dict (qid, title, description, score)."""
     return {"qid": c.qid, "title": c.title, "description": c.description, "score": round(float(c.score), 4)}
 
@@ -427,7 +443,7 @@ def index_search_tool(index: Any):
     An opened index; the benchmarks pass other rankings (a peer library) through the same tool.
     """
 
-    def tool(payloads: list[dict]) -> list[list[list[dict]]]:
+    def tool(payloads: list[SearchPayload]) -> list[list[list[SearchCandidate]]]:
         flat: list[str] = []
         ks: list[int] = []
         for p in payloads:
