@@ -17,7 +17,7 @@ from rich.table import Table
 from storage import layout
 from storage.catalog import complete_dataset_versions
 from storage.parquet_io import read_table
-from tasks.metrics.stages import STAGES
+from tasks.metrics.stages import stage_counts
 from tasks.runs.execute import EFFICIENCY_METRICS
 from tasks.runs.stages import read_stages
 
@@ -69,7 +69,7 @@ def stage_shares(run_id: str, root: Path | None = None) -> str:
     rows = read_stages(run_id, root)
     if not rows:
         return ""
-    counts = {s: sum(1 for r in rows if r["stage"] == s) for s in STAGES[rows[0]["family"]]}
+    counts = stage_counts(rows[0]["family"], [r["stage"] for r in rows])
     return ", ".join(f"{s} {n} ({n / len(rows):.0%})" for s, n in counts.items() if n)
 
 

@@ -56,12 +56,13 @@ def cmd_eval(a: argparse.Namespace) -> int:
             print(f"  {r['metric']:<26} {num(r['recomputed']):>12} {num(r['stored']):>12}{flag}")
         for g in rep["gone"]:
             print(f"  {g['metric']:<26} {'-':>12} {num(g['stored']):>12}   no longer computed")
-        if rep.get("stages") not in (None, "none"):
-            how = {"current": "current", "missing": "missing", "stale": "stale (other rules or stages)"}[rep["stages"]]
-            done = rep["written"] and rep["stages"] != "current"
-            print(f"  failure stages: {how}" + ("; stored the recomputed ones" if done else
-                                                 "" if rep["stages"] == "current" or rep["written"]
-                                                 else f"; `linkedqa eval {run_id} --write` stores them"))
+        state = rep.get("stages")
+        if state not in (None, "none"):
+            line = {"current": "current", "missing": "missing", "stale": "stale (other rules or stages)"}[state]
+            if state != "current":
+                line += ("; stored the recomputed ones" if rep["written"]
+                         else f"; `linkedqa eval {run_id} --write` stores them")
+            print(f"  failure stages: {line}")
         if fmt == current:
             bad += rep["differ"]
         elif rep["written"]:

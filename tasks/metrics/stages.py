@@ -141,12 +141,9 @@ def alignment_stage(gold: Sequence[str], candidates: Sequence[str], chosen: Sequ
     return Stage("alignment", "not_picked", ev)
 
 
-def stage_counts(stages: Sequence[Stage]) -> dict[str, int]:
-    """Items per stage, in the family's order (every stage listed, 0 included)."""
-    if not stages:
-        return {}
-    order = STAGES[stages[0].family]
-    return {s: sum(1 for x in stages if x.stage == s) for s in order}
+def stage_counts(family: str, stages: Sequence[str]) -> dict[str, int]:
+    """Items per stage of ``family``, in the family's order (every stage listed, 0 included)."""
+    return {s: sum(1 for x in stages if x == s) for s in STAGES[family]}
 
 
 def oracle_metrics(metric_family: str, stages: Sequence[Stage]) -> list[dict[str, Any]]:

@@ -5,8 +5,7 @@ Evidence per family (rules: ``tasks.metrics.stages``):
 * ``linking``: the gold entities (``gold_entities``; search-recall: the gold mentions' QIDs, as its metrics use),
   the KB's named QIDs (label, alias or Wikipedia title: what a name search can find), the candidates the method
   was shown and what it chose. ELA's shown candidates are its entity-search calls replayed from the trajectory's
-  payloads on the run's own index (the trajectory keeps a truncated copy of each result; the search is
-  deterministic for an index format, which is part of the run id); search-recall's are its stored ``answers``.
+  payloads with the run's own tools (:func:`_replayed`); search-recall's are its stored ``answers``.
 * ``textqa``: the documents of the last ``retrieved`` note (``tasks.metrics.trajectory``), the ``fallback`` note's
   reason (ER: no entity linked, no article), and the gold answers.
 * ``alignment``: the generator's stored candidate list (``answers``), the pick and the gold target.
@@ -42,27 +41,41 @@ from tasks.metrics.stages import (
 )
 from tasks.metrics.trajectory import read_notes
 from tasks.runs.resolve import ResolvedRun
-from tasks.search.kb_indexes import named_qids, search_tool
+from tasks.search.kb_indexes import named_qids
 
 
 def _events(trajectory: str | None) -> list[dict[str, Any]]:
     return json.loads(trajectory or "[]")
 
 
-def _shown_by_search(preds: Sequence[Mapping[str, Any]], run: ResolvedRun) -> dict[str, set[str] | None]:
-    """question_id -> the QIDs its entity-search calls returned (``None``: the item never searched)."""
-    calls = {p["question_id"]: [e["payload"] for e in _events(p.get("trajectory"))
-                                if e.get("kind") == "tool" and e.get("tool") == "entity_search"
-                                and isinstance(e.get("payload"), dict)] for p in preds}
-    if not any(calls.values()):
-        return {q: None for q in calls}
-    tool = search_tool(run.kb_version, run.root, str(run.plan.method_settings.get("source", "wikidata")))
-    flat = [(q, payload) for q, payloads in calls.items() for payload in payloads]
-    results = tool([payload for _, payload in flat])
-    out: dict[str, set[str] | None] = {q: (set() if calls[q] else None) for q in calls}
-    for (q, _), per_query in zip(flat, results, strict=True):
-        out[q] |= {c["qid"] for cands in per_query for c in cands if c.get("qid")}
+def _replayed(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
+              names: Sequence[str]) -> dict[str, list[tuple[str, Any]]] | None:
+    """question_id -> ``(tool, result)`` of each of its calls to the tools ``names``, in trajectory order.
+
+    The calls are replayed from the trajectory's payloads with the run's own tools, one batched call per tool (the
+    trajectory keeps a truncated copy of each result; searches and KG lookups are deterministic for a KB version
+    and index format, both part of the run id). ``None`` when no item called one of them.
+    """
+    calls = [(p["question_id"], e["tool"], e["payload"]) for p in preds for e in _events(p.get("trajectory"))
+             if e.get("kind") == "tool" and e.get("tool") in names and isinstance(e.get("payload"), dict)]
+    if not calls:
+        return None
+    tools = run.method.build_tools(run.context(with_run_dir=False))
+    out: dict[str, list[tuple[str, Any]]] = {p["question_id"]: [] for p in preds}
+    for name in names:
+        made = [(qid, payload) for qid, tool, payload in calls if tool == name]
+        if made:
+            for (qid, _), res in zip(made, tools[name]([payload for _, payload in made]), strict=True):
+                out[qid].append((name, res))
     return out
+
+
+def _shown_by_search(run: ResolvedRun, preds: Sequence[Mapping[str, Any]]) -> dict[str, set[str] | None]:
+    """question_id -> the QIDs its entity-search calls returned (``None``: the item never searched)."""
+    replayed = _replayed(run, preds, ("entity_search",)) or {}
+    return {p["question_id"]: ({c["qid"] for _, per_query in replayed[p["question_id"]] for cands in per_query
+                                for c in cands if c.get("qid")} if replayed.get(p["question_id"]) else None)
+            for p in preds}
 
 
 def _gold_mentions(q: Mapping[str, Any]) -> list[str]:
@@ -92,7 +105,7 @@ def item_stages(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
     if fam == "linking":
         named = named_qids(run.kb_version, run.root) if run.kb_version else set()
         search = run.family == "search"
-        shown = {} if search else _shown_by_search(scored, run)
+        shown = {} if search else _shown_by_search(run, scored)
         for p in scored:
             qid, q = p["question_id"], qs[p["question_id"]]
             correct = hit[qid] == 1.0
@@ -105,11 +118,11 @@ def item_stages(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
     elif fam == "textqa":
         for p in scored:
             q = qs[p["question_id"]]
-            notes = read_notes(p.get("trajectory"))
-            retrieved = None if run.family == "strategyqa" else notes.retrieved_texts
-            why = _fallback(p.get("trajectory"))
-            if retrieved is None and why is not None and run.family != "strategyqa":
-                retrieved = []
+            retrieved, why = None, None
+            if run.family != "strategyqa":  # a yes/no answer is in no document: no retrieval stage
+                retrieved, why = read_notes(p.get("trajectory")).retrieved_texts, _fallback(p.get("trajectory"))
+                if retrieved is None and why is not None:  # ER found nothing to read
+                    retrieved = []
             out[p["question_id"]] = textqa_stage(list(q.get("gold_answers") or []), retrieved,
                                                  hit[p["question_id"]] == 1.0, why)
     elif fam == "kgqa":
@@ -192,28 +205,20 @@ FACT_TOOLS = ("kg_facts", "kg_neighbours")
 
 
 def _reached(run: ResolvedRun, preds: Sequence[Mapping[str, Any]]) -> dict[str, tuple[set[str], set[str]]] | None:
-    """question_id -> (QIDs, normalised labels and values) of the facts its KG calls returned.
+    """question_id -> (QIDs, normalised labels and values) of the facts its KG calls returned (:func:`_replayed`).
 
-    The calls are replayed from the trajectory's payloads with the run's own tools (the trajectory keeps a truncated
-    copy of each result). ``None`` when no item of the run called a fact tool: a method that retrieves nothing.
+    ``None`` when no item of the run called a fact tool: a method that retrieves nothing.
     """
-    calls = {name: [] for name in FACT_TOOLS}
-    for p in preds:
-        for e in _events(p.get("trajectory")):
-            if e.get("kind") == "tool" and e.get("tool") in FACT_TOOLS and isinstance(e.get("payload"), dict):
-                calls[e["tool"]].append((p["question_id"], e["payload"]))
-    if not any(calls.values()):
+    replayed = _replayed(run, preds, FACT_TOOLS)
+    if replayed is None:
         return None
-    tools = run.method.build_tools(run.context(with_run_dir=False))
-    out: dict[str, tuple[set[str], set[str]]] = {p["question_id"]: (set(), set()) for p in preds}
-    for name, made in calls.items():
-        if not made:
-            continue
-        for (qid, _), res in zip(made, tools[name]([payload for _, payload in made]), strict=True):
+    out: dict[str, tuple[set[str], set[str]]] = {}
+    for qid, results in replayed.items():
+        ids, texts = out[qid] = (set(), set())
+        for name, res in results:
             if not isinstance(res, dict) or "error" in res:
                 continue
             groups = res["facts"].values() if name == "kg_facts" else res["facts"]
-            ids, texts = out[qid]
             for f in (f for group in groups for f in group):
                 ids.update(x for x in (f.get("s"), f.get("o")) if x)
                 texts.update(norm(x) for x in (f.get("sl"), f.get("ol"), f.get("ov")) if x)

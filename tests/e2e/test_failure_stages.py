@@ -96,24 +96,31 @@ ELA_DEMO = {
 }
 
 
-@pytest.fixture()
-def ela_run(kb_home: str, data_root):
-    """The plan of the demo's ELA run in the session warehouse, and its predictions rebuilt from :data:`ELA_DEMO`."""
-    plan = plan_run(RunConfig(method="ela", dataset="webqsp-el", split="test", limit=20, shards=2,
-                              settings={"max_tokens_answer": "256"}), data_root=data_root)
+def rebuilt_run(cfg: RunConfig, data_root, labelled: dict, pred_of) -> tuple:
+    """``(run, preds, questions)``: the run planned in the session warehouse over the labelled questions, its
+    predictions rebuilt by ``pred_of(question_id)`` and scored by the run's metric family."""
+    plan = plan_run(cfg, data_root=data_root)
     run = resolve_run(plan)
     questions = plan_questions(plan, run.root)
-    assert [q["question_id"] for q in questions] == sorted(ELA_DEMO)  # the demo's 20 questions
-    preds = []
-    for q in questions:
-        chosen, mentions, _, _ = ELA_DEMO[q["question_id"]]
-        event = {"kind": "tool", "step": 2, "tool": "entity_search", "payload": {"queries": mentions, "k": 50}}
-        preds.append({"question_id": q["question_id"], "predicted_entities": chosen, "answers": [], "error": None,
-                      "trajectory": json.dumps([event])})
-    scores = per_item_scores("linking", preds, questions)
+    assert [q["question_id"] for q in questions] == sorted(labelled)  # the run's questions
+    preds = [{"question_id": q["question_id"], **pred_of(q["question_id"])} for q in questions]
+    scores = per_item_scores(run.family, preds, questions)
     for p in preds:
         p["scores"] = scores[p["question_id"]]
     return run, preds, questions
+
+
+@pytest.fixture()
+def ela_run(kb_home: str, data_root):
+    """The plan of the demo's ELA run in the session warehouse, and its predictions rebuilt from :data:`ELA_DEMO`."""
+
+    def pred_of(qid: str) -> dict:
+        chosen, mentions, _, _ = ELA_DEMO[qid]
+        event = {"kind": "tool", "step": 2, "tool": "entity_search", "payload": {"queries": mentions, "k": 50}}
+        return {"predicted_entities": chosen, "answers": [], "error": None, "trajectory": json.dumps([event])}
+
+    return rebuilt_run(RunConfig(method="ela", dataset="webqsp-el", split="test", limit=20, shards=2,
+                                 settings={"max_tokens_answer": "256"}), data_root, ELA_DEMO, pred_of)
 
 
 def test_ela_stages_agree_with_the_hand_labels(ela_run):
@@ -145,20 +152,15 @@ def test_a_runs_stages_add_up_and_correct_is_the_headline_hits(ela_run):
 def kg1hop_run(kb_home: str, data_root):
     """The plan of the kg-1hop run on QALD-10 in the session warehouse, its predictions rebuilt from
     :data:`KG1HOP_QALD10`."""
-    plan = plan_run(RunConfig(method="kg-1hop", dataset="qald-10", split="test", limit=20), data_root=data_root)
-    run = resolve_run(plan)
-    questions = plan_questions(plan, run.root)
-    assert [q["question_id"] for q in questions] == sorted(KG1HOP_QALD10)
-    preds = []
-    for q in questions:
-        main, text, linked, error, _, _ = KG1HOP_QALD10[q["question_id"]]
+
+    def pred_of(qid: str) -> dict:
+        main, text, linked, error, _, _ = KG1HOP_QALD10[qid]
         events = [{"kind": "tool", "step": 2, "tool": "kg_facts", "payload": {"qids": [main]}}] if main else []
-        preds.append({"question_id": q["question_id"], "predicted_entities": [main] if main else [], "answer": text,
-                      "answers": linked, "error": error, "trajectory": json.dumps(events)})
-    scores = per_item_scores("qald", preds, questions)
-    for p in preds:
-        p["scores"] = scores[p["question_id"]]
-    return run, preds, questions
+        return {"predicted_entities": [main] if main else [], "answer": text, "answers": linked, "error": error,
+                "trajectory": json.dumps(events)}
+
+    return rebuilt_run(RunConfig(method="kg-1hop", dataset="qald-10", split="test", limit=20), data_root,
+                       KG1HOP_QALD10, pred_of)
 
 
 def test_kg1hop_stages_agree_with_the_hand_labels(kg1hop_run):
