@@ -174,18 +174,21 @@ def prefix_order(requests: Sequence[ChatRequest]) -> list[int]:
     return sorted(range(len(requests)), key=key)
 
 
-@dataclass(frozen=True)
-class _Action:
-    """A checked action: LLM requests (``multi``: the agent yielded a list) or one tool call."""
+@dataclass
+class _Waiting:
+    """An item's LLM action: its requests, whether the agent yielded a list, and the answers so far."""
 
-    requests: tuple[ChatRequest, ...] = ()
-    multi: bool = False
-    tool: str | None = None
-    payload: Any = None
+    requests: tuple[ChatRequest, ...]
+    multi: bool
+    answers: list[Completion | None]
 
 
 class _Items:
-    """The item state machine both schedulers drive: run an agent to its next action, check and record it."""
+    """The item state machine both schedulers drive; they only decide when its queues are emptied.
+
+    It runs each agent to its next action, checks and queues it (``requests``, ``tools_due``), and resumes the agent
+    once the action is answered.
+    """
 
     def __init__(self, agent: AgentFn, items: Sequence[dict], tools: dict[str, Tool], id_key: str, max_steps: int,
                  has_backend: bool, on_progress: Callable[[RunProgress], None] | None, stats: RuntimeStats):
@@ -197,18 +200,18 @@ class _Items:
         self.actions = [0] * len(items)  # actions taken per item: the trajectory's ``step``
         self.gens: dict[int, Generator] = {}
         self.fresh_tokens = 0  # completion tokens generated (not cached) so far
+        self.waiting: dict[int, _Waiting] = {}
+        self.requests: list[tuple[tuple[int, int], ChatRequest]] = []  # (item, call of its action), request
+        self.tools_due: dict[str, list[tuple[int, Any]]] = {}  # tool -> queued (item, payload)
 
-    def start(self, i: int) -> _Action | None:
-        """Start item ``i``'s agent; its first action, or ``None`` when it finished or failed at once."""
-        self.gens[i] = gen = self.agent(self.items[i], self.ctxs[i])
-        return self._next(i, lambda: next(gen))
+    def start_all(self) -> None:
+        """Start every item's agent and queue its first action."""
+        for i, item in enumerate(self.items):
+            self.gens[i] = gen = self.agent(item, self.ctxs[i])
+            self._advance(i, gen.__next__)
 
-    def resume(self, i: int, value: Any) -> _Action | None:
-        """Hand item ``i`` the reply to its action; its next action, or ``None`` when it finished or failed."""
-        gen = self.gens.get(i)
-        return None if gen is None else self._next(i, lambda: gen.send(value))
-
-    def _next(self, i: int, go: Callable[[], Any]) -> _Action | None:
+    def _advance(self, i: int, go: Callable[[], Any]) -> None:
+        """Run item ``i``'s agent to its next action (``go``), then queue the action or end the item."""
         try:
             action = go()
         except StopIteration as stop:
@@ -217,60 +220,84 @@ class _Items:
                 self.results[i] = AgentResult.of(stop.value)
             except TypeError as exc:
                 self.fail(i, f"AgentError: {exc}")
-            return None
+            return
         except Exception as exc:  # noqa: BLE001 - any agent failure is an item error, never a run failure
-            self.fail(i, f"{type(exc).__name__}: {exc}")
-            return None
+            return self.fail(i, f"{type(exc).__name__}: {exc}")
         self.actions[i] += 1
         if self.actions[i] > self.max_steps:
             return self.fail(i, f"step limit {self.max_steps} exceeded")
         if isinstance(action, ToolCall):
             if action.tool not in self.tools:
                 return self.fail(i, f"AgentError: unknown tool {action.tool!r}")
-            return _Action(tool=action.tool, payload=action.payload)
-        multi = isinstance(action, list)
-        calls = action if multi else [action]
+            self.tools_due.setdefault(action.tool, []).append((i, action.payload))
+            return
+        calls = action if isinstance(action, list) else [action]
         if not calls or not all(isinstance(a, LLMCall) for a in calls):
             return self.fail(i, f"AgentError: agent yielded an unsupported action {type(action).__name__}")
         if not self.has_backend:
             raise RuntimeError("agent asked for an LLM call but the method runs without a backend")
-        return _Action(requests=tuple(a.request for a in calls), multi=multi)
+        self.waiting[i] = _Waiting(tuple(a.request for a in calls), isinstance(action, list), [None] * len(calls))
+        self.requests.extend(((i, j), a.request) for j, a in enumerate(calls))
+
+    def _resume(self, i: int, value: Any) -> None:
+        if (gen := self.gens.get(i)) is not None:
+            self._advance(i, lambda: gen.send(value))
 
     def fail(self, i: int, msg: str) -> None:
         """End item ``i`` with an error (recorded in its trajectory)."""
         self.errors[i] = msg
         self.ctxs[i].trajectory.append({"kind": "error", "error": msg})
-        gen = self.gens.pop(i, None)
-        if gen is not None:
+        if (gen := self.gens.pop(i, None)) is not None:
             gen.close()
 
-    def record_llm(self, i: int, req: ChatRequest, comp: Completion, counted: bool = False) -> None:
-        """Add one answered LLM call to item ``i``'s trajectory, and to its counters unless ``counted`` already."""
-        if not counted:
-            self.fresh_tokens += self.ctxs[i].count(comp)
-        self.ctxs[i].trajectory.append(
-            {"kind": "llm", "step": self.actions[i], "prompt_hash": req.prompt_hash(), "raw_output": comp.text,
-             "prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens, "cached": comp.cached,
-             **({"prefix_cached_tokens": comp.prefix_cached_tokens} if not comp.cached else {}),
-             **({"error": comp.error} if comp.error else {})})
+    def take_requests(self) -> list[tuple[tuple[int, int], ChatRequest]]:
+        """Empty the request queue: item order, then :func:`prefix_order` (so the prefix cache serves groups)."""
+        queued = sorted(self.requests, key=lambda kr: kr[0])
+        self.requests = []
+        return [queued[k] for k in prefix_order([r for _, r in queued])]
 
-    def call_tool(self, name: str, calls: list[tuple[int, Any]]) -> list[Any]:
-        """One batched call of tool ``name`` for ``(item, payload)`` pairs, recorded per item; its results."""
-        t0 = time.perf_counter()
-        outs = self.tools[name]([p for _, p in calls])
-        self.stats.tool_seconds += time.perf_counter() - t0
-        self.stats.tool_calls += 1
-        for (i, payload), out in zip(calls, outs, strict=True):
-            self.ctxs[i].trajectory.append({"kind": "tool", "step": self.actions[i], "tool": name,
-                                            "payload": _truncate(payload), "result": _truncate(out)})
-        return outs
+    def take_tools(self) -> dict[str, list[tuple[int, Any]]]:
+        """Empty the tool queue: tool -> its (item, payload) pairs."""
+        queued, self.tools_due = self.tools_due, {}
+        return queued
 
-    def report(self, step: int, batch_done: int = 0, batch_total: int = 0, batch_tokens: int = 0,
+    def answer(self, key: tuple[int, int], comp: Completion) -> None:
+        """Deliver one completion; once its action's calls are all answered, record them in call order and resume."""
+        i, j = key
+        self.fresh_tokens += self.ctxs[i].count(comp)
+        if i not in self.waiting:
+            return  # the item failed meanwhile
+        action = self.waiting[i]
+        action.answers[j] = comp
+        if any(x is None for x in action.answers):
+            return
+        del self.waiting[i]
+        for req, c in zip(action.requests, action.answers, strict=True):
+            self.ctxs[i].trajectory.append(
+                {"kind": "llm", "step": self.actions[i], "prompt_hash": req.prompt_hash(), "raw_output": c.text,
+                 "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "cached": c.cached,
+                 **({} if c.cached else {"prefix_cached_tokens": c.prefix_cached_tokens}),
+                 **({"error": c.error} if c.error else {})})
+        self._resume(i, list(action.answers) if action.multi else action.answers[0])
+
+    def run_tools(self, queued: dict[str, list[tuple[int, Any]]]) -> None:
+        """One batched call per tool of its queued payloads, recorded per item; each item resumes with its result."""
+        for name, group in queued.items():
+            t0 = time.perf_counter()
+            outs = self.tools[name]([p for _, p in group])
+            self.stats.tool_seconds += time.perf_counter() - t0
+            self.stats.tool_calls += 1
+            for (i, payload), out in zip(group, outs, strict=True):
+                self.ctxs[i].trajectory.append({"kind": "tool", "step": self.actions[i], "tool": name,
+                                                "payload": _truncate(payload), "result": _truncate(out)})
+                self._resume(i, out)
+
+    def report(self, step: int | None = None, batch_done: int = 0, batch_total: int = 0, batch_tokens: int = 0,
                batch_s: float = 0.0) -> None:
-        """Pass a :class:`RunProgress` to the callback (an exception in it is logged and ignored)."""
+        """Pass a :class:`RunProgress` to the callback (``step`` default: the most actions any item has taken)."""
         if self.on_progress is None:
             return
-        n = len(self.items)
+        n, step = len(self.items), max(self.actions, default=0) if step is None else step
         try:
             self.on_progress(RunProgress(step, n - len(self.gens), n, len(self.gens), self.fresh_tokens + batch_tokens,
                                          self.stats.llm_seconds + batch_s, batch_done, batch_total))
@@ -286,7 +313,7 @@ class _Items:
 
 
 def run_agents(agent: AgentFn, items: Sequence[dict], backend: LLMBackend | None, tools: dict[str, Tool],
-               id_key: str = "question_id", max_steps: int = 50, on_step: Callable[[int, int], None] | None = None,
+               id_key: str = "question_id", max_steps: int = 50,
                on_progress: Callable[[RunProgress], None] | None = None) -> tuple[list[ItemOutput], RuntimeStats]:
     """Run ``agent`` over all ``items`` in lockstep: one ``backend.generate`` and one call per tool per step.
 
@@ -297,173 +324,102 @@ def run_agents(agent: AgentFn, items: Sequence[dict], backend: LLMBackend | None
         tools: Name -> batched tool function.
         id_key: Field of an item holding its id.
         max_steps: Bound on the actions of one item (an item still running after it gets an error).
-        on_step: Callback ``(step, n_active)`` for progress output.
-        on_progress: Callback receiving a :class:`RunProgress` after every step and, while a step's
-            ``generate`` call runs, whenever the backend reports a finished request (vLLM with
-            ``use_tqdm=tasks.progress.vllm_tqdm``; see :func:`tasks.progress.llm_batch_progress`).
+        on_progress: Gets a :class:`RunProgress` after every step and whenever the backend reports a finished
+            request of the running ``generate`` call (see :func:`tasks.progress.llm_batch_progress`).
 
     Returns:
         One :class:`~tasks.methods.records.ItemOutput` per item, in input order; and the stats.
     """
     t_start, stats = time.perf_counter(), RuntimeStats()
     core = _Items(agent, items, tools, id_key, max_steps, backend is not None, on_progress, stats)
-    pending = {i: a for i in range(len(items)) if (a := core.start(i)) is not None}
+    core.start_all()
     core.report(0)
-    step = 0
-    while pending:
-        step += 1
-        stats.steps = step
-        if on_step is not None:
-            on_step(step, len(pending))
-        calls = [(i, req) for i, a in pending.items() for req in a.requests]
-        replies: dict[int, Any] = {}
-        if calls:
-            comps = _generate_step(backend, [r for _, r in calls], core, step, stats)
-            multi: dict[int, list[Completion]] = {}
-            for (i, req), comp in zip(calls, comps, strict=True):
-                core.record_llm(i, req, comp)
-                if pending[i].multi:
-                    multi.setdefault(i, []).append(comp)
-                else:
-                    replies[i] = comp
-            replies.update(multi)
-        tool_groups: dict[str, list[tuple[int, Any]]] = {}
-        for i, a in pending.items():
-            if a.tool is not None:
-                tool_groups.setdefault(a.tool, []).append((i, a.payload))
-        for name, group in tool_groups.items():
-            replies.update(zip([i for i, _ in group], core.call_tool(name, group), strict=True))
-        advanced = {i: a for i, value in replies.items() if (a := core.resume(i, value)) is not None}
-        pending = dict(sorted(advanced.items()))
-        core.report(step)
-    core.report(step)  # the final count
+    while core.gens:
+        stats.steps += 1
+        queued = core.take_tools()  # this step's tool calls; the answers below queue the next step's
+        if batch := core.take_requests():
+            for (key, _), comp in zip(batch, _generate(backend, [r for _, r in batch], core), strict=True):
+                core.answer(key, comp)
+        core.run_tools(queued)
+        core.report(stats.steps)
+    core.report(stats.steps)  # the final count
     stats.wall_seconds = time.perf_counter() - t_start
     return core.outputs(id_key), stats
 
 
-def _generate_step(backend: Any, requests: list[ChatRequest], core: _Items, step: int,
-                   stats: RuntimeStats) -> list[Completion]:
-    """One lockstep ``generate`` call in prefix order, with in-batch progress; completions in request order."""
-    t0, n_req = time.perf_counter(), len(requests)
+def _generate(backend: Any, requests: list[ChatRequest], core: _Items) -> list[Completion]:
+    """One lockstep ``generate`` call with in-batch progress; a backend exception fails its requests, not the run."""
+    t0, n_req, stats = time.perf_counter(), len(requests), core.stats
 
     def in_batch(done: int, total: int, tokens: int, elapsed: float) -> None:
         # requests the engine never saw (cache hits, pre-check errors) count as answered
-        core.report(step, min(n_req, max(0, n_req - total) + done), n_req, tokens, elapsed)
+        core.report(stats.steps, min(n_req, max(0, n_req - total) + done), n_req, tokens, elapsed)
 
-    core.report(step, 0, n_req)
-    order = prefix_order(requests)
-    batch = [requests[k] for k in order]
+    core.report(stats.steps, 0, n_req)
     try:
-        if core.on_progress is not None:
-            with llm_batch_progress(in_batch):
-                sent = backend.generate(batch)
+        if core.on_progress is None:
+            sent = backend.generate(requests)
         else:
-            sent = backend.generate(batch)
+            with llm_batch_progress(in_batch):
+                sent = backend.generate(requests)
     except Exception as exc:  # noqa: BLE001 - a crashing backend fails the items, not the run
-        sent = [Completion(error=f"backend error: {type(exc).__name__}: {exc}") for _ in batch]
+        sent = [Completion(error=f"backend error: {type(exc).__name__}: {exc}") for _ in requests]
     stats.llm_seconds += time.perf_counter() - t0
     stats.llm_batches += 1
     stats.llm_requests += n_req
     if len(sent) != n_req:
         raise RuntimeError(f"backend returned {len(sent)} completions for {n_req} requests")
-    completions: list[Completion] = [Completion()] * n_req
-    for k, comp in zip(order, sent, strict=True):
-        completions[k] = comp
-    return completions
+    return sent
 
 
 def run_agents_continuous(agent: AgentFn, items: Sequence[dict], backend: LLMBackend | None, tools: dict[str, Tool],
                           id_key: str = "question_id", max_steps: int = 50,
                           on_progress: Callable[[RunProgress], None] | None = None,
                           session: Any = None) -> tuple[list[ItemOutput], RuntimeStats]:
-    """Run ``agent`` over ``items`` with continuous per-item scheduling (same contract as :func:`run_agents`).
+    """Run ``agent`` over ``items`` scheduling each item on its own (arguments and result as :func:`run_agents`).
 
     No item waits for another: an item's next LLM request is submitted as soon as its previous one returns (the
     engine adds it to the running batch at its next scheduler step), and between engine steps every tool call
     pending by then runs, batched per tool, so tools run while the engine generates for the other items.
-    ``step`` in trajectories and progress counts an item's own actions.
-
-    Args:
-        agent: Generator function ``agent(item, ctx)``.
-        items: Input rows (e.g. questions).
-        backend: LLM backend (may be None for agents that only use tools, or when ``session`` is given).
-        tools: Name -> batched tool function.
-        id_key: Field of an item holding its id.
-        max_steps: Bound on the actions of one item (an item still running after it gets an error).
-        on_progress: Callback receiving a :class:`RunProgress` after every engine step (``step``: the most
-            actions any item has taken).
-        session: A streaming session (``tasks.llm.streaming``); default: ``open_session(backend)``, closed at
-            the end.
+    ``step`` in trajectories counts an item's own actions; in progress, the most actions any item has taken.
+    ``session`` is a streaming session (``tasks.llm.streaming``); default: ``open_session(backend)``, closed at the end.
     """
     t_start, stats = time.perf_counter(), RuntimeStats()
     core = _Items(agent, items, tools, id_key, max_steps, backend is not None or session is not None, on_progress,
                   stats)
-    waiting: dict[int, tuple[_Action, list[Completion | None]]] = {}  # item -> its LLM action, answers so far
-    tool_queue: dict[str, list[tuple[int, Any]]] = {}
-    to_submit: list[tuple[tuple[int, int], ChatRequest]] = []
     own_session = session is None and backend is not None
     sess = open_session(backend) if own_session else session
 
-    def dispatch(i: int, action: _Action | None) -> None:
-        if action is None:
-            return
-        if action.tool is not None:
-            tool_queue.setdefault(action.tool, []).append((i, action.payload))
-            return
-        waiting[i] = (action, [None] * len(action.requests))
-        to_submit.extend(((i, j), r) for j, r in enumerate(action.requests))
-
     def submit() -> None:
-        if to_submit:
-            batch = [to_submit[k] for k in prefix_order([r for _, r in to_submit])]
-            to_submit.clear()
+        if batch := core.take_requests():
             t0 = time.perf_counter()
             sess.submit(batch)
             stats.llm_seconds += time.perf_counter() - t0
             stats.llm_batches += 1
             stats.llm_requests += len(batch)
 
-    def report() -> None:
-        core.report(max(core.actions, default=0))
-
     try:
-        for i in range(len(items)):
-            dispatch(i, core.start(i))
-        report()
+        core.start_all()
+        core.report()
         while core.gens:
             submit()
-            if tool_queue:  # whatever is pending since the last engine step runs now, one call per tool
-                queued = dict(tool_queue)
-                tool_queue.clear()
-                for name, group in queued.items():
-                    for (i, _), out in zip(group, core.call_tool(name, group), strict=True):
-                        dispatch(i, core.resume(i, out))
+            if core.tools_due:  # whatever is pending since the last engine step runs now, one call per tool
+                core.run_tools(core.take_tools())
                 submit()
-            if not waiting:
-                if not tool_queue and core.gens:
+            if not core.waiting:
+                if not core.tools_due and core.gens:
                     raise RuntimeError("continuous runtime stalled: active items with no pending action")
                 continue
             t0 = time.perf_counter()
             finished = sess.poll()
             stats.llm_seconds += time.perf_counter() - t0
             stats.steps += 1
-            for (i, j), comp in finished:
-                core.fresh_tokens += core.ctxs[i].count(comp)
-                if i not in waiting:
-                    continue  # the item failed meanwhile
-                action, slot = waiting[i]
-                slot[j] = comp
-                if any(x is None for x in slot):
-                    continue
-                del waiting[i]
-                # every call of the action answered: record them in call order (as the lockstep runtime does)
-                for req, done in zip(action.requests, slot, strict=True):
-                    core.record_llm(i, req, done, counted=True)
-                dispatch(i, core.resume(i, list(slot) if action.multi else slot[0]))
-            report()
+            for key, comp in finished:
+                core.answer(key, comp)
+            core.report()
     finally:
         if own_session:
             sess.close()
-    report()
+    core.report()
     stats.wall_seconds = time.perf_counter() - t_start
     return core.outputs(id_key), stats

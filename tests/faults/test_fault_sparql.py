@@ -60,13 +60,13 @@ def test_server_stopped_mid_run_gives_item_errors_quickly(server):
     kg = SparqlKG(server.query_url, timeout_s=2, retries=1, backoff_s=0.05)
     assert kg.outgoing(["Q90"])["Q90"][0].object_qid == "Q142"  # the server really answers
 
-    def on_step(step, active):
-        if step == 2:
+    def on_progress(p):
+        if p.step == 1 and p.active_items:  # step 1 is over: stop the server before step 2
             server.stop()
 
     items = [{"question_id": f"q{i}", "qid": q} for i, q in enumerate(["Q90", "Q142", "Q90"])]
     t0 = time.perf_counter()
-    out, _ = run_agents(_agent, items, None, kg_tools(kg), on_step=on_step)
+    out, _ = run_agents(_agent, items, None, kg_tools(kg), on_progress=on_progress)
     elapsed = time.perf_counter() - t0
     assert [o["question_id"] for o in out] == ["q0", "q1", "q2"]
     for o in out:
