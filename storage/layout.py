@@ -123,6 +123,10 @@ def run_dir(run_id: str, root: Path | None = None) -> Path:
     return runs_root(root) / safe_name(run_id, "run id")
 
 
+#: A run's plan (``runs/<run_id>/plan.json``): written first; the run is planned once it exists.
+PLAN = "plan.json"
+
+
 def run_shard_part(run_id: str, i: int, n: int, root: Path | None = None) -> Path:
     """The predictions part of shard ``i`` of ``n`` of a run (its presence marks the shard done)."""
     return run_dir(run_id, root) / "predictions" / part_name(i, n)

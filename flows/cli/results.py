@@ -9,6 +9,7 @@ from flows.cli.env import start_prefect
 from flows.cli.errors import EXIT_OTHER
 from storage import layout
 from storage.catalog import connect, refresh_catalog
+from storage.done import is_done
 from storage.parquet_io import read_table
 
 
@@ -90,7 +91,7 @@ def cmd_report(a: argparse.Namespace) -> int:
             else:
                 print(f"{name:<10} {res}")
         return EXIT_OTHER if failed else 0
-    if a.run and not (layout.run_dir(a.run) / "plan.json").is_file():  # checked before the catalog is opened:
+    if a.run and not is_done(layout.run_dir(a.run), layout.PLAN):  # checked before the catalog is opened:
         raise LookupError(f"unknown run {a.run!r}: no run folder under {layout.runs_root()}")  # it writes
     if a.stages:
         a.views = ["stage_summary"]

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storage import layout
 from storage.catalog import complete_kb_versions, latest_kb_version
+from storage.done import read_done
 from storage.layout import INDEX_FORMAT
 from storage.manifest import config_hash, read_manifest
 
@@ -140,10 +141,11 @@ def make_run_id(cfg: RunConfig, method_settings: dict, dataset_version: str, spl
 
 def load_plan(run_id: str, root: Path | None = None) -> RunPlan:
     """Read ``runs/<run_id>/plan.json``."""
-    path = layout.run_dir(run_id, root) / "plan.json"
-    if not path.is_file():
-        raise LookupError(f"unknown run {run_id!r}: {path} not found")
-    return RunPlan.model_validate_json(path.read_text())
+    rdir = layout.run_dir(run_id, root)
+    stored = read_done(rdir, layout.PLAN)
+    if stored is None:
+        raise LookupError(f"unknown run {run_id!r}: {rdir / layout.PLAN} not found")
+    return RunPlan.model_validate(stored)
 
 
 def run_is_complete(run_id: str, root: Path | None = None) -> bool:

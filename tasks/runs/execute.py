@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from storage import layout
+from storage.done import is_done, mark_done, read_done, read_json
 from storage.manifest import git_sha, now_iso, read_manifest, write_json_atomic, write_manifest
 from storage.parquet_io import part_files, read_table, remove_temp_files, write_table
 from storage.schemas import PREDICTIONS
@@ -106,15 +107,14 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
                    split=split, kb_version=kb_version, question_ids=ids,
                    shard_bounds=contiguous_shards(len(ids), cfg.shards), prompt_hashes=hashes)
     rdir = layout.run_dir(run_id, root)
-    path = rdir / "plan.json"
-    if path.is_file():
-        old = RunPlan.model_validate_json(path.read_text())
+    stored = read_done(rdir, layout.PLAN)
+    if stored is not None:
+        old = RunPlan.model_validate(stored)
         if old.question_ids != plan.question_ids:
             raise RuntimeError(f"run {run_id}: stored plan has different questions; remove {rdir} to restart")
         current = {k: getattr(cfg, k) for k in OPERATIONAL_FIELDS}
         return old.model_copy(update={"config": old.config.model_copy(update=current)})
-    rdir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, json.loads(plan.model_dump_json()))
+    mark_done(rdir, json.loads(plan.model_dump_json()), layout.PLAN)
     return plan
 
 
@@ -126,6 +126,18 @@ def shard_part(plan: RunPlan, i: int, root: Path | None = None) -> Path:
 def shard_record(plan: RunPlan, i: int, root: Path | None = None) -> Path:
     """Stats record of shard ``i``, written before its part (``storage.layout.run_shard_record``)."""
     return layout.run_shard_record(plan.run_id, i, root)
+
+
+def shard_done(plan: RunPlan, i: int, root: Path | None = None) -> dict | None:
+    """Shard ``i``'s record when the shard is finished, else ``None``.
+
+    A shard writes its record, then its predictions part, atomically and last: the part is the shard's marker
+    (``storage.done.is_done``). A finished shard whose record is missing reads as ``{}``.
+    """
+    part = shard_part(plan, i, root)
+    if not is_done(part.parent, part.name):
+        return None
+    return read_json(shard_record(plan, i, root)) or {}
 
 
 def plan_questions(plan: RunPlan, root: Path | None = None, start: int = 0, end: int | None = None) -> list[dict]:
@@ -159,10 +171,7 @@ def check_engine_dtype(plan: RunPlan, dtype: str | None, root: Path | None = Non
     rdir = layout.run_dir(plan.run_id, root)
     seen: dict[str, list[int]] = {}
     for i in range(plan.n_shards):
-        rec_path = shard_record(plan, i, root)
-        if not (shard_part(plan, i, root).is_file() and rec_path.is_file()):
-            continue
-        done = json.loads(rec_path.read_text()).get("engine_dtype")
+        done = (shard_done(plan, i, root) or {}).get("engine_dtype")
         if done and done not in (dtype, "auto"):
             seen.setdefault(done, []).append(i)
     if seen:
@@ -180,16 +189,15 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
     """Run one shard of a method and write its predictions part (skip when the part exists).
 
     ``plan`` may be the persisted plan or the run already resolved (:func:`tasks.runs.resolve.resolve_run`). The
-    shard's part is the one place its "done" is decided; otherwise :func:`run_shard` -> :func:`score_shard` ->
+    shard's "done" is decided here alone (:func:`shard_done`); otherwise :func:`run_shard` -> :func:`score_shard` ->
     :func:`write_shard`.
 
     Returns:
         The shard record (rows, errors, timings, LLM and tool statistics), with ``skipped``.
     """
     run = resolve_run(plan, root)
-    if shard_part(run.plan, i, run.root).is_file():
-        rec_path = shard_record(run.plan, i, run.root)
-        return {**(json.loads(rec_path.read_text()) if rec_path.is_file() else {}), "skipped": True}
+    if (record := shard_done(run.plan, i, run.root)) is not None:
+        return {**record, "skipped": True}
     ran = run_shard(run, i)
     return {**write_shard(run, ran, score_shard(run, ran), log), "skipped": False}
 
@@ -312,9 +320,10 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
     """
     run = resolve_run(plan, root)
     plan, root, rdir = run.plan, run.root, run.run_dir
-    parts = part_files(rdir / "predictions")
-    if len(parts) != plan.n_shards:
-        raise RuntimeError(f"run {plan.run_id}: {len(parts)} of {plan.n_shards} shards finished")
+    missing = [str(i) for i in range(plan.n_shards) if shard_done(plan, i, root) is None]
+    if missing:
+        raise RuntimeError(f"run {plan.run_id}: {plan.n_shards - len(missing)} of {plan.n_shards} shards finished "
+                           f"(not shard {', '.join(missing)})")
     preds = read_predictions(plan.run_id, root)
     ids = preds["question_id"].to_pylist()
     if len(ids) != len(set(ids)):

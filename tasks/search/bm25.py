@@ -12,8 +12,9 @@ index folder::
 
 A folder is complete when its done-marker exists. Builds happen in a hidden sibling folder
 (``.<name>.building-<pid>-<hex>``) that is renamed onto ``<folder>`` at the end, so a crash never leaves a
-half-built index under the final name (the next build sweeps the temp of a dead builder, ``storage.done.sweep_temps``),
-and a second ``build`` of a finished folder is a no-op.
+half-built index under the final name (the next build sweeps the temp of a dead builder, ``storage.done.sweep_temps``).
+Whether a KB's index is built is decided by its caller (``kb_indexes.ensure_index``); ``build`` refuses a finished
+folder rather than deciding again.
 
 User text never reaches tantivy's query grammar raw: :func:`query_key` keeps letters and digits only
 (casefolded, accents stripped), so quotes, colons, parentheses, ``AND``/``OR``/``NOT``, ``*``, ``-`` and
@@ -192,9 +193,12 @@ def prepare_build_folder(folder: Path, kind: str) -> Path:
         The temporary build folder (created, empty).
 
     Raises:
-        SearchIndexError: When ``folder`` exists, is not empty and is not a finished index (it is never
-            deleted).
+        SearchIndexError: When ``folder`` exists and is not empty (a finished index, or anything else: it is
+            never deleted).
     """
+    if is_built(folder):
+        raise SearchIndexError(f"{folder} already holds a finished {kind} index: open it, or remove the folder to "
+                               "build it again")
     if folder.exists():
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
@@ -423,7 +427,7 @@ class BM25Index:
         extra_meta: dict[str, Any] | None = None,
         keys_unique: bool = False,
     ) -> Self:
-        """Build the index atomically into ``folder`` and open it; a finished folder is opened, not rebuilt.
+        """Build the index atomically into ``folder`` and open it.
 
         Args:
             folder: Target folder (usually ``storage.layout.index_dir(kb_version, name)``).
@@ -443,11 +447,9 @@ class BM25Index:
             The opened index.
 
         Raises:
-            SearchIndexError: When ``folder`` exists but is not a finished index.
+            SearchIndexError: When ``folder`` exists and is not empty (a finished index included).
         """
         folder = Path(folder)
-        if is_built(folder):
-            return cls.open(folder)
         tmp = prepare_build_folder(folder, cls.KIND)
         t0 = time.perf_counter()
         writer = None

@@ -193,7 +193,7 @@ def dense_passage_index(kb_version: str, root: Path | None = None) -> DenseIndex
     key = (str(root), f"dense:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            _OPEN[key] = _build_dense_passage(kb_version, root)
+            _OPEN[key] = DenseIndex.open(ensure_index(kb_version, "passage-dense", root)["folder"])
         return _OPEN[key]
 
 
@@ -208,7 +208,7 @@ def _passage_texts(t: pa.Table) -> list[str]:
 
 
 def _build_dense_passage(kb_version: str, root: Path, threads: int = 1) -> DenseIndex:
-    """The dense passage index; built when missing (passages streamed batch by batch), else opened.
+    """Build the dense passage index (passages streamed batch by batch; built or not: ensure_index).
 
     ``threads`` is not used: the encoder takes every core torch may use (``torch_threads``).
     """
@@ -248,7 +248,7 @@ def dense_entity_index(kb_version: str, root: Path | None = None) -> DenseIndex:
     key = (str(root), f"dense-entity:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            _OPEN[key] = _build_dense_entity(kb_version, root)
+            _OPEN[key] = DenseIndex.open(ensure_index(kb_version, "entity-dense", root)["folder"])
         return _OPEN[key]
 
 
@@ -279,7 +279,7 @@ def dense_entity_docs(kb_version: str, root: Path) -> Iterator[pa.RecordBatch]:
 
 
 def _build_dense_entity(kb_version: str, root: Path, threads: int = 1) -> DenseIndex:
-    """The dense entity index; built when missing, else opened.
+    """Build the dense entity index (built or not: ensure_index).
 
     Rows come from :func:`dense_entity_docs` (the KG-node query streamed twice), so memory holds one batch of
     entities, not the KG's. ``threads`` is not used (as for :func:`_build_dense_passage`).
@@ -291,9 +291,13 @@ def _build_dense_entity(kb_version: str, root: Path, threads: int = 1) -> DenseI
         desc=f"dense entity index of {kb_version} (KG entities, once per KB version)")
 
 
-def index_is_built(folder: Path) -> bool:
-    """Whether an index folder holds a finished index (its done-marker, ``tasks.search.bm25.is_built``)."""
-    return is_built(folder)
+def index_is_built(folder: Path, kind: str) -> bool:
+    """Whether the ``kind`` index folder is built (the one rule ``ensure_index`` applies).
+
+    A BM25 kind: a finished index (``tasks.search.bm25.is_built``). A dense kind: a finished index of the
+    configured spec with its side table (``DenseIndex.is_current``), so a changed ``$LINKEDQA_DENSE_INDEX`` rebuilds.
+    """
+    return DenseIndex.is_current(folder, side_table=True) if kind in _DENSE else is_built(folder)
 
 
 def _writer(threads: int, processes_from: int = 2) -> dict[str, int]:
@@ -318,6 +322,7 @@ def _writer(threads: int, processes_from: int = 2) -> dict[str, int]:
     return {"threads": threads, "heap_mb": 256 * threads, "workers": threads if threads >= processes_from else 1}
 
 
+_DENSE = ("passage-dense", "entity-dense")
 _BUILDERS = {
     "entity-bm25": _build_entity_bm25,
     "title-bm25": _build_title_bm25,
@@ -354,7 +359,7 @@ def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: 
     if kind not in _BUILDERS:
         raise layout.LayoutError(f"unknown search index kind {kind!r}; known: {', '.join(SEARCH_KINDS)}")
     folder = layout.index_kind_dir(kb_version, kind, root)
-    if index_is_built(folder):
+    if index_is_built(folder, kind):
         return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}
     t0 = time.perf_counter()
     _BUILDERS[kind](kb_version, root, threads)

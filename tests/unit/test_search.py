@@ -8,7 +8,6 @@ import json
 import os
 import random
 import sys
-import time
 import unicodedata
 from collections import Counter
 from pathlib import Path
@@ -62,20 +61,21 @@ def vital_rows(data_root: Path) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------------ EntityIndex
-def test_entity_index_build_is_atomic_and_idempotent(entity_index: EntityIndex, entity_rows: list[dict]) -> None:
+def test_entity_index_build_is_atomic_and_refuses_a_finished_folder(entity_index: EntityIndex,
+                                                                   entity_rows: list[dict]) -> None:
     folder = entity_index.folder
     meta = json.loads((folder / "_done.json").read_text())
     assert meta["doc_count"] == N_ENTITIES == len(entity_index)
     assert meta["stats"]["rows_in"] == N_ENTITIES and meta["stats"]["duplicates_skipped"] == 0
     assert meta["size_bytes"] > 1_000_000 and meta["build_s"] > 0
     assert not [p for p in folder.parent.iterdir() if ".building-" in p.name]
-    # a second build of a finished folder opens it: nothing rewritten
+    # whether to build is the caller's decision (kb_indexes.ensure_index): a second build is refused, nothing
+    # rewritten, and the folder opens as before
     before = (folder / "_done.json").stat().st_mtime_ns
-    t0 = time.perf_counter()
-    again = EntityIndex.build(folder, iter(()))
-    assert time.perf_counter() - t0 < 5
+    with pytest.raises(SearchIndexError, match="already holds a finished entity-bm25 index"):
+        EntityIndex.build(folder, iter(()))
     assert (folder / "_done.json").stat().st_mtime_ns == before
-    assert len(again) == N_ENTITIES
+    assert len(EntityIndex.open(folder)) == N_ENTITIES
 
 
 def test_sampled_labels_come_back_at_rank_1(entity_index: EntityIndex, entity_rows: list[dict]) -> None:
@@ -387,10 +387,10 @@ def test_dense_index_self_retrieval(entity_rows: list[dict], tmp_path: Path) -> 
     assert batched[-2:] == [[], []]
     single = [idx.search(q, 3) for q in queries[:5]]
     assert [[h.id for h in s] for s in single] == [[h.id for h in b] for b in batched[:5]]
-    # finished folder: build opens it, open works without rebuilding
-    before = (folder / "_done.json").stat().st_mtime_ns
-    again = DenseIndex.build(folder, ids, texts)
-    assert len(again) == 2000 and (folder / "_done.json").stat().st_mtime_ns == before
+    # a finished folder is current for its own spec and opens without rebuilding
+    assert DenseIndex.is_current(folder) and not DenseIndex.is_current(folder, side_table=True)
+    assert not DenseIndex.is_current(folder, "ivfpq:nlist=16,m=8") and not DenseIndex.is_current(tmp_path / "none")
+    assert len(DenseIndex.open(folder)) == 2000
     with pytest.raises(ValueError):
         DenseIndex.build(tmp_path / "bad", ["a", "a"], ["x", "y"])
 
@@ -440,13 +440,10 @@ def test_dense_index_from_docs_equals_build_and_serves_payloads(entity_rows: lis
     with pytest.raises(SearchIndexError, match="no docs.arrow"):
         listed.payload(b[0])
 
-    # reopened: the side table is memory-mapped (no copy of it in Arrow's allocator), not read from batches
-    def never():
-        raise AssertionError("a finished index must not read its rows again")
-        yield  # pragma: no cover
-
+    # reopened: the side table is memory-mapped (no copy of it in Arrow's allocator)
+    assert DenseIndex.is_current(tmp_path / "docs", side_table=True)
     before = pa.total_allocated_bytes()
-    again = DenseIndex.build_from_docs(tmp_path / "docs", never(), schema, render, id_column="qid")
+    again = DenseIndex.open(tmp_path / "docs")
     assert pa.total_allocated_bytes() - before < again._docs.nbytes / 4
     assert again.payload(a[0]) == streamed.payload(a[0])
 
