@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict
 
 from tasks.kg.base import Fact, KGClient, KGError, check_ids, check_pairs
 from tasks.kg.duckdb_store import DuckDBKG

@@ -8,9 +8,12 @@ A method author reads this file to know the contract of an agent (docs/architect
   is an item error);
 * the runtime returns one :class:`ItemOutput` per item: the result's fields plus the runtime's bookkeeping, which
   ``tasks.runs.execute.execute_shard`` turns into one row of the ``predictions`` table;
-* the tools shared by several methods declare their payloads and results as typed dicts beside them: the entity
-  search (``tasks.search.kb_indexes.SearchPayload`` / ``SearchCandidate``) and the KG tools
-  (``tasks.methods.kg_tools``: ``FactsResult``, ``NeighboursResult``, ``LinkResult``, ``FactRecord``, ...);
+* every tool declares its payload and result as typed dicts beside it: the entity search
+  (``tasks.search.kb_indexes.SearchPayload`` / ``SearchCandidate``, ``DenseEntityHit``), the KG tools
+  (``tasks.methods.kg_tools``: ``FactsResult``, ``NeighboursResult``, ``LinkResult``, ``FactRecord``, ...), passage
+  retrieval and articles (``tasks.methods.qa.method``: ``RetrievePayload`` / ``PassageHit``, ``ArticlesPayload`` /
+  ``Article``), AnchorRAG's relation similarity (``tasks.methods.anchorrag.tools``) and EA's candidates and
+  selectors (``tasks.methods.ea.embed_method.CandidatesResult``, ``tasks.methods.ea.agent_method.SelectResult``);
 * the trajectory is a JSON list of events (:data:`TrajectoryEvent`); the notes metrics read (documents retrieved,
   how an answer was obtained) are written with :func:`note_retrieved` / :func:`note_answered_by` and read back
   with :func:`read_notes`, so both sides name the same fields.
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
+
+from typing_extensions import TypedDict
 
 from tasks.metrics.trajectory import (
     ANSWERED_BY,

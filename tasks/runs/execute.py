@@ -35,6 +35,7 @@ from storage.side_files import write_side_outputs
 from tasks.datasets.store import latest_dataset_folder, store_dataset
 from tasks.methods.records import ItemOutput
 from tasks.methods.runtime import RunProgress, RuntimeStats, run_agents, run_agents_continuous
+from tasks.methods.tool_types import checked_tools, checks_enabled
 from tasks.metrics.base import METRICS_FORMAT
 from tasks.metrics.runs import per_item_scores
 from tasks.progress import progress
@@ -228,6 +229,8 @@ def run_shard(run: ResolvedRun, i: int) -> ShardRun:
     method = run.method
     ctx = run.context()
     tools = method.build_tools(ctx)
+    if checks_enabled():
+        tools = checked_tools(tools)
     write_side_outputs(run.run_dir, ctx.side_outputs)
     backend = get_backend(plan.config, root) if run.method_cls.needs_llm else None
     check_engine_dtype(plan, getattr(backend, "dtype", None), root)

@@ -20,12 +20,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from typing_extensions import TypedDict
 
 from storage import layout
 from storage.catalog import duckdb_memory_limit, register_parquet_view, spilling_connection
@@ -366,7 +367,16 @@ def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: 
     return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def dense_entity_hits(kb_version: str, root: Path, queries: list[str], k: int) -> list[list[dict[str, Any]]]:
+class DenseEntityHit(TypedDict):
+    """One entity of a dense entity search (``score``: cosine of its better vector)."""
+
+    qid: str
+    label: str | None
+    description: str | None
+    score: float
+
+
+def dense_entity_hits(kb_version: str, root: Path, queries: list[str], k: int) -> list[list[DenseEntityHit]]:
     """Top-``k`` KG entities per query from the dense entity index, best first.
 
     Each hit is ``{"qid", "label", "description", "score"}`` (cosine), the names read from the index's

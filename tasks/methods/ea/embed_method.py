@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import NotRequired
 
 import pyarrow.compute as pc
+from typing_extensions import TypedDict
 
 from storage.manifest import config_hash
 from storage.parquet_io import read_table
@@ -70,7 +71,51 @@ def split_links(dataset_folder: Path) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def source_stats(ap: AlignmentPair, source: str) -> dict[str, Any]:
+class CandidatesPayload(TypedDict):
+    """The ``ea_candidates`` payload: a source entity, its split (the candidate space) and how many candidates."""
+
+    source: str
+    split: str
+    k: NotRequired[int]
+
+
+class SourceStats(TypedDict):
+    """The statistics block of paper §4.2 for one source entity."""
+
+    attr_cnt_all: int
+    attr_cnt: int
+    rel_cnt_all: int
+    rel_cnt: int
+    signal_attr: bool
+
+
+class SourceEntity(TypedDict):
+    """The source entity of an ``ea_candidates`` result."""
+
+    id: str
+    iri: str
+    name: str
+    stats: SourceStats
+
+
+class AlignmentCandidate(TypedDict):
+    """One target candidate: the combined score ranks, ``similarity`` is the name/neighbour cosine."""
+
+    id: str
+    iri: str
+    name: str
+    score: float
+    similarity: float
+
+
+class CandidatesResult(TypedDict):
+    """The ``ea_candidates`` result of one payload, candidates best first."""
+
+    source: SourceEntity
+    candidates: list[AlignmentCandidate]
+
+
+def source_stats(ap: AlignmentPair, source: str) -> SourceStats:
     """The statistics block of paper §4.2 for one source entity (this DBP15K copy has no attribute triples)."""
     row = ap.kg1.index[source]
     triples = ap.kg1.entity_triples(row)
@@ -109,9 +154,9 @@ class CandidateTool:
                                                   self.links.get("train", []), self.cfg, self.cache_dir)
         return self.scorers[split]
 
-    def __call__(self, payloads: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def __call__(self, payloads: Sequence[CandidatesPayload]) -> list[CandidatesResult]:
         """Rank every payload's source (one scoring call per split present in the batch)."""
-        out: list[dict[str, Any] | None] = [None] * len(payloads)
+        out: list[CandidatesResult | None] = [None] * len(payloads)
         by_split: dict[str, list[int]] = {}
         for i, p in enumerate(payloads):
             by_split.setdefault(p["split"], []).append(i)

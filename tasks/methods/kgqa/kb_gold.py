@@ -24,9 +24,10 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired
 
 import pyoxigraph
+from typing_extensions import TypedDict
 
 from tasks.kg.oxigraph_store import INDEX_NAME, open_store
 
@@ -77,7 +78,7 @@ def _term(t: Any) -> tuple[str | None, str | None]:
     return None, None
 
 
-def run_query(store: Any, sparql: str) -> dict[str, Any]:
+def run_query(store: Any, sparql: str) -> GoldAnswers:
     """Run one gold query on a store.
 
     Returns:
@@ -102,9 +103,24 @@ def run_query(store: Any, sparql: str) -> dict[str, Any]:
     return {"status": "answered" if qids or literals else "empty", "qids": qids, "literals": literals}
 
 
-def gold_answers(store: Any, queries: Sequence[str | None], timeout_s: float = 20.0) -> list[dict[str, Any]]:
+class GoldPayload(TypedDict):
+    """The ``kb_gold`` payload: a question's gold SPARQL query (None when it has none)."""
+
+    sparql: str | None
+
+
+class GoldAnswers(TypedDict):
+    """What the local KB answers to one gold query (the statuses: the module docstring)."""
+
+    status: Literal["answered", "empty", "unsupported", "no_query", "error", "timeout"]
+    qids: list[str]
+    literals: list[str]
+    error: NotRequired[str]
+
+
+def gold_answers(store: Any, queries: Sequence[str | None], timeout_s: float = 20.0) -> list[GoldAnswers]:
     """Local answers of several gold queries (see the module docstring for the statuses)."""
-    out: list[dict[str, Any]] = []
+    out: list[GoldAnswers] = []
     for q in queries:
         if not q or not q.strip():
             out.append({"status": "no_query", "qids": [], "literals": []})
@@ -123,7 +139,7 @@ def gold_answers(store: Any, queries: Sequence[str | None], timeout_s: float = 2
 def kb_gold_tool(kb_version: str, root: Path, timeout_s: float = 20.0):
     """Batched tool: payloads ``{"sparql": text or None}`` -> ``{"status", "qids", "literals"}`` each."""
 
-    def tool(payloads: list[dict]) -> list[dict]:
+    def tool(payloads: list[GoldPayload]) -> list[GoldAnswers]:
         try:
             store = open_store(kb_version, root)
         except (OSError, RuntimeError, ValueError) as exc:

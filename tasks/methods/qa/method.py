@@ -28,10 +28,11 @@ import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 
 import duckdb
 from pydantic import ValidationError
+from typing_extensions import TypedDict
 
 from storage import layout
 from storage.manifest import read_manifest
@@ -249,7 +250,24 @@ class ClosedBookMethod(Method):
 
 
 # ----------------------------------------------------------------------------------------- passage RAG
-def _passage_dicts(hits: list[Any]) -> list[dict[str, Any]]:
+class RetrievePayload(TypedDict):
+    """The ``retrieve`` payload: the question and how many passages."""
+
+    query: str
+    k: int
+
+
+class PassageHit(TypedDict):
+    """One retrieved passage (``id``: its passage id), best first."""
+
+    id: str
+    title: str | None
+    text: str
+    qid: str | None
+    score: float
+
+
+def _passage_dicts(hits: list[Any]) -> list[PassageHit]:
     return [{"id": h.passage_id, "title": h.title, "text": h.text, "qid": h.qid, "score": round(float(h.score), 4)}
             for h in hits]
 
@@ -296,7 +314,7 @@ class BM25RagMethod(_RagMethod):
         """BM25 over the KB passages, all queries of a step in one call."""
         index = passage_index(ctx.kb_version, ctx.root)
 
-        def tool(payloads: list[dict]) -> list[list[dict]]:
+        def tool(payloads: list[RetrievePayload]) -> list[list[PassageHit]]:
             k = max((int(p["k"]) for p in payloads), default=4)
             hits = index.search_many([p["query"] for p in payloads], k=k)
             return [_passage_dicts(h[: int(p["k"])]) for p, h in zip(payloads, hits, strict=True)]
@@ -318,10 +336,10 @@ class DenseRagMethod(_RagMethod):
         """Dense retrieval over the KB passages, all queries of a step encoded and searched in one call."""
         index = dense_passage_index(ctx.kb_version, ctx.root)
 
-        def tool(payloads: list[dict]) -> list[list[dict]]:
+        def tool(payloads: list[RetrievePayload]) -> list[list[PassageHit]]:
             k = max((int(p["k"]) for p in payloads), default=4)
             hits = index.search_many([p["query"] for p in payloads], k=k)
-            out = []
+            out: list[list[PassageHit]] = []
             for p, hs in zip(payloads, hits, strict=True):
                 hs = hs[: int(p["k"])]
                 out.append([{"id": h.id, "title": d["title"], "text": d["text"], "qid": d["qid"],
@@ -336,6 +354,27 @@ class DenseRagMethod(_RagMethod):
 
 
 # --------------------------------------------------------------------------------------- Entity Retrieval
+class ArticlesPayload(TypedDict):
+    """The ``articles`` payload: entities as parallel QIDs and titles (either may be None).
+
+    ``source`` is the article a dataset question was written on, when it names one.
+    """
+
+    qids: list[str | None]
+    titles: list[str | None]
+    source: NotRequired[str | None]
+
+
+class Article(TypedDict):
+    """One article of the KB's ``articles`` table."""
+
+    page_id: int
+    title: str
+    qid: str | None
+    source: str | None
+    text: str
+
+
 class ArticleStore:
     """Batched article lookup over a KB's ``articles`` table (DuckDB over the Parquet parts)."""
 
@@ -343,7 +382,7 @@ class ArticleStore:
         self.files = [str(p) for p in part_files(layout.kb_table_dir(kb_version, "articles", root))]
         self.sql = SQL_ARTICLES.read_text()
 
-    def lookup(self, requests: list[dict[str, Any]]) -> list[list[dict[str, Any] | None]]:
+    def lookup(self, requests: list[ArticlesPayload]) -> list[list[Article | None]]:
         """Per request ``{"qids", "titles", "source"}``: one article (or None) per QID/title asked for.
 
         An exact ``source`` (the article a dataset question was written on) wins for the first entity; a
@@ -352,9 +391,9 @@ class ArticleStore:
         qids = sorted({q for r in requests for q in r.get("qids", []) if q})
         titles = sorted({t.casefold() for r in requests for t in r.get("titles", []) if t})
         sources = sorted({r["source"] for r in requests if r.get("source")})
-        by_qid: dict[str, dict] = {}
-        by_title: dict[str, dict] = {}
-        by_source: dict[str, dict] = {}
+        by_qid: dict[str, Article] = {}
+        by_title: dict[str, Article] = {}
+        by_source: dict[str, Article] = {}
         if self.files and (qids or titles or sources):
             con = duckdb.connect()
             try:
@@ -363,7 +402,7 @@ class ArticleStore:
             finally:
                 con.close()
             for page_id, title, qid, source, text in rows:
-                art = {"page_id": page_id, "title": title, "qid": qid, "source": source, "text": text or ""}
+                art: Article = {"page_id": page_id, "title": title, "qid": qid, "source": source, "text": text or ""}
                 if qid:
                     by_qid.setdefault(qid, art)
                 by_title.setdefault(title.casefold(), art)
@@ -371,7 +410,7 @@ class ArticleStore:
                     by_source.setdefault(source, art)
         out = []
         for r in requests:
-            found: list[dict | None] = []
+            found: list[Article | None] = []
             for i, (q, t) in enumerate(zip(r.get("qids", []), r.get("titles", []), strict=True)):
                 art = by_source.get(r.get("source") or "") if i == 0 else None
                 art = art or (by_qid.get(q) if q else None) or (by_title.get(t.casefold()) if t else None)
