@@ -111,14 +111,19 @@ def entity_doc(row: dict) -> dict:
     return {**row, "label": label, "aliases": aliases}
 
 
-def entity_index(kb_version: str, root: Path | None = None):
-    """Open (building if needed) the labels+aliases BM25 index of a KB version."""
+def _opened(kb_version: str, kind: str, root: Path | None, open_index: Callable[[str], Any]) -> Any:
+    """The ``kind`` index of a KB version, opened once per process (built first when it is not: ensure_index)."""
     root = root or layout.home()
-    key = (str(root), f"entity:{kb_version}")
+    key = (str(root), f"{kind}:{kb_version}")
     with _LOCK:
         if key not in _OPEN:
-            _OPEN[key] = EntityIndex.open(ensure_index(kb_version, "entity-bm25", root)["folder"])
+            _OPEN[key] = open_index(ensure_index(kb_version, kind, root)["folder"])
         return _OPEN[key]
+
+
+def entity_index(kb_version: str, root: Path | None = None):
+    """Open (building if needed) the labels+aliases BM25 index of a KB version."""
+    return _opened(kb_version, "entity-bm25", root, EntityIndex.open)
 
 
 def entity_docs(rows: Iterable[dict]) -> Iterator[dict]:
@@ -134,12 +139,7 @@ def _build_entity_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
 
 def title_index(kb_version: str, root: Path | None = None):
     """Open (building if needed) the Wikipedia-title BM25 index of a KB version."""
-    root = root or layout.home()
-    key = (str(root), f"title:{kb_version}")
-    with _LOCK:
-        if key not in _OPEN:
-            _OPEN[key] = TitleIndex.open(ensure_index(kb_version, "title-bm25", root)["folder"])
-        return _OPEN[key]
+    return _opened(kb_version, "title-bm25", root, TitleIndex.open)
 
 
 def _build_title_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
@@ -149,12 +149,7 @@ def _build_title_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
 
 def passage_index(kb_version: str, root: Path | None = None):
     """Open (building if needed) the BM25 index over the KB's 100-word passages."""
-    root = root or layout.home()
-    key = (str(root), f"passage:{kb_version}")
-    with _LOCK:
-        if key not in _OPEN:
-            _OPEN[key] = PassageIndex.open(ensure_index(kb_version, "passage-bm25", root)["folder"])
-        return _OPEN[key]
+    return _opened(kb_version, "passage-bm25", root, PassageIndex.open)
 
 
 def _build_passage_bm25(kb_version: str, root: Path, threads: int = 1) -> Path:
@@ -190,12 +185,7 @@ def dense_passage_index(kb_version: str, root: Path | None = None) -> DenseIndex
     Its side table holds ``passage_id``, ``title``, ``text`` and ``qid`` of each vector (``DenseIndex.payload``),
     memory-mapped: opening it loads no passage text into Python memory.
     """
-    root = root or layout.home()
-    key = (str(root), f"dense:{kb_version}")
-    with _LOCK:
-        if key not in _OPEN:
-            _OPEN[key] = DenseIndex.open(ensure_index(kb_version, "passage-dense", root)["folder"])
-        return _OPEN[key]
+    return _opened(kb_version, "passage-dense", root, DenseIndex.open)
 
 
 _PASSAGE_DOCS = pa.schema([("passage_id", pa.string()), ("title", pa.string()), ("text", pa.string()),
@@ -245,12 +235,7 @@ def dense_entity_index(kb_version: str, root: Path | None = None) -> DenseIndex:
     ``encode_per_s`` in its done-marker). The side table holds ``id``, ``qid``, ``label``, ``description`` and
     the embedded ``text`` of each vector, memory-mapped.
     """
-    root = root or layout.home()
-    key = (str(root), f"dense-entity:{kb_version}")
-    with _LOCK:
-        if key not in _OPEN:
-            _OPEN[key] = DenseIndex.open(ensure_index(kb_version, "entity-dense", root)["folder"])
-        return _OPEN[key]
+    return _opened(kb_version, "entity-dense", root, DenseIndex.open)
 
 
 _ENTITY_DOCS = pa.schema([("id", pa.string()), ("qid", pa.string()), ("label", pa.string()),
@@ -292,13 +277,18 @@ def _build_dense_entity(kb_version: str, root: Path, threads: int = 1) -> DenseI
         desc=f"dense entity index of {kb_version} (KG entities, once per KB version)")
 
 
+def _dense_current(folder: Path) -> bool:
+    """A dense kind is built when its folder is finished, of the configured spec, with its side table."""
+    return DenseIndex.is_current(folder, side_table=True)
+
+
 def index_is_built(folder: Path, kind: str) -> bool:
-    """Whether the ``kind`` index folder is built (the one rule ``ensure_index`` applies).
+    """Whether the ``kind`` index folder is built (the one rule ``ensure_index`` applies, from :data:`_BUILDERS`).
 
     A BM25 kind: a finished index (``tasks.search.bm25.is_built``). A dense kind: a finished index of the
     configured spec with its side table (``DenseIndex.is_current``), so a changed ``$LINKEDQA_DENSE_INDEX`` rebuilds.
     """
-    return DenseIndex.is_current(folder, side_table=True) if kind in _DENSE else is_built(folder)
+    return _BUILDERS[kind][1](folder)
 
 
 def _writer(threads: int, processes_from: int = 2) -> dict[str, int]:
@@ -323,13 +313,13 @@ def _writer(threads: int, processes_from: int = 2) -> dict[str, int]:
     return {"threads": threads, "heap_mb": 256 * threads, "workers": threads if threads >= processes_from else 1}
 
 
-_DENSE = ("passage-dense", "entity-dense")
-_BUILDERS = {
-    "entity-bm25": _build_entity_bm25,
-    "title-bm25": _build_title_bm25,
-    "passage-bm25": _build_passage_bm25,
-    "passage-dense": _build_dense_passage,
-    "entity-dense": _build_dense_entity,
+#: Every search index kind -> (its builder, its "is it built?" rule).
+_BUILDERS: dict[str, tuple[Callable[[str, Path, int], Any], Callable[[Path], bool]]] = {
+    "entity-bm25": (_build_entity_bm25, is_built),
+    "title-bm25": (_build_title_bm25, is_built),
+    "passage-bm25": (_build_passage_bm25, is_built),
+    "passage-dense": (_build_dense_passage, _dense_current),
+    "entity-dense": (_build_dense_entity, _dense_current),
 }
 
 
@@ -363,7 +353,7 @@ def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: 
     if index_is_built(folder, kind):
         return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}
     t0 = time.perf_counter()
-    _BUILDERS[kind](kb_version, root, threads)
+    _BUILDERS[kind][0](kb_version, root, threads)
     return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
 
 
