@@ -96,10 +96,10 @@ from_trajectories AS (
         false AS n_only
     FROM llm_steps AS l
     INNER JOIN run_rows AS r ON l.run_id = r.run_id
-    WHERE l.step ->> 'kind' = 'llm'
+    WHERE (l.step ->> 'kind') = 'llm'  -- parenthesised: DuckDB 1.5 binds IS / = tighter than ->>
         AND NOT coalesce((l.step ->> 'cached')::BOOLEAN, false)
-        AND l.step ->> 'prefix_cached_tokens' IS NOT NULL
-        AND l.step ->> 'error' IS NULL
+        AND (l.step ->> 'prefix_cached_tokens') IS NOT NULL
+        AND (l.step ->> 'error') IS NULL
     GROUP BY l.run_id
 ),
 
