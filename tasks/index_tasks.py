@@ -1,9 +1,10 @@
 """Prefect tasks of the index step: build the indexes of a KB version before anything searches them.
 
 Every index kind and its folder is one row of ``storage.layout.INDEX_KINDS``. The search indexes are built by
-``tasks.search.kb_indexes.ensure_index``, the KG stores by ``tasks.kg.duckdb_store.build_index`` and
-``tasks.kg.oxigraph_store.open_store``; each is atomic (temporary folder renamed, its
-done-marker last), so a finished index is never rebuilt and an interrupted build is redone from scratch.
+``tasks.search.kb_indexes.ensure_index``, the KG stores by ``tasks.kg.duckdb_store.ensure_built`` and
+``tasks.kg.oxigraph_store.ensure_built``, each the one place its kinds are decided built; each build is atomic
+(temporary folder renamed, its done-marker last), so a finished index is never rebuilt and an interrupted build is
+redone from scratch.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from pathlib import Path
 from prefect import get_run_logger, task
 
 from storage import layout
-from storage.done import is_done
 from tasks.kg import duckdb_store, oxigraph_store
 from tasks.progress import say
 from tasks.runs.config import RunPlan
@@ -36,15 +36,15 @@ def build_kb_index(kb_version: str, kind: str, root: Path, workers: int = 1) -> 
     """
     if kind in SEARCH_KINDS:
         return ensure_index(kb_version, kind, root, threads=workers)
-    folder = layout.index_kind_dir(kb_version, kind, root)
-    if is_done(folder, unit="index"):
-        return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}
     t0 = time.perf_counter()
     if kind == "kg-duckdb":
-        duckdb_store.build_index(kb_version, root)
-    else:  # kg-oxigraph
-        oxigraph_store.open_store(kb_version, root, workers=workers)
-    return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
+        folder, built = duckdb_store.ensure_built(kb_version, root)
+    elif kind == "kg-oxigraph":
+        folder, built = oxigraph_store.ensure_built(kb_version, root, workers=workers)
+    else:
+        raise layout.LayoutError(f"unknown index kind {kind!r}; known: {', '.join(layout.INDEX_KINDS)}")
+    return {"kind": kind, "folder": str(folder), "built": built,
+            "seconds": round(time.perf_counter() - t0, 3) if built else 0.0}
 
 
 def index_kinds_of(paths: list[Path] | None, root: Path) -> list[str]:

@@ -149,7 +149,16 @@ def _step_done(log: Callable[[str], None], what: str, t_step: float, rows: int |
 def build_index(kb_version: str, root: Path | None = None, layout_name: str = DEFAULT_LAYOUT,
                 memory_limit: str | None = None, row_group_rows: int = ROW_GROUP_ROWS,
                 art_budget: int | None = None, log: Callable[[str], None] = print) -> Path:
+    """The folder of :func:`ensure_built` (the index built first when it is not)."""
+    return ensure_built(kb_version, root, layout_name, memory_limit, row_group_rows, art_budget, log)[0]
+
+
+def ensure_built(kb_version: str, root: Path | None = None, layout_name: str = DEFAULT_LAYOUT,
+                 memory_limit: str | None = None, row_group_rows: int = ROW_GROUP_ROWS,
+                 art_budget: int | None = None, log: Callable[[str], None] = print) -> tuple[Path, bool]:
     """Build the sorted KG tables of a KB version once (atomic; a finished index is returned as is).
+
+    The one place a KG index is decided built: the index step and the first lookup both come here.
 
     Args:
         kb_version: Published KB version.
@@ -168,7 +177,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
             any index left out.
 
     Returns:
-        The index folder (with its ``_done.json`` marker).
+        The index folder (with its ``_done.json`` marker), and whether this call built it.
 
     Raises:
         FileNotFoundError: When the KB version has no claims.
@@ -178,7 +187,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
     root = root or layout.home()
     final = index_folder(kb_version, root, layout_name)
     if is_done(final, DONE, unit="index"):
-        return final
+        return final, False
     claims = part_files(layout.kb_table_dir(kb_version, "claims", root))
     if not claims:
         raise FileNotFoundError(f"KB version {kb_version!r}: no claims under {layout.kb_dir(kb_version, root)}")
@@ -252,7 +261,7 @@ def build_index(kb_version: str, root: Path | None = None, layout_name: str = DE
         shutil.rmtree(tmp, ignore_errors=True)
         if not is_done(final, DONE, unit="index"):
             raise
-    return final
+    return final, True
 
 
 class DuckDBKG:

@@ -30,6 +30,7 @@ INDEX_NAME = layout.INDEX_KINDS["kg-oxigraph"]
 #: Marker names of stores built before the ``storage.done`` convention (accepted on read, never written).
 _OPEN: dict[str, Any] = {}
 _LOCK = threading.Lock()
+_BUILD_LOCK = threading.Lock()
 
 
 def store_folder(kb_version: str, root: Path | None = None) -> Path:
@@ -43,7 +44,22 @@ def read_store_meta(kb_version: str, root: Path | None = None) -> dict | None:
 
 
 def open_store(kb_version: str, root: Path | None = None, workers: int = 1):
-    """The read-only Oxigraph store of a KB version (built from its N-Triples export on first use).
+    """The read-only Oxigraph store of a KB version, shared by every caller of this process.
+
+    Built first when it is not (:func:`ensure_built`, which gets ``workers``).
+    """
+    final = store_folder(kb_version, root)
+    with _LOCK:
+        if str(final) not in _OPEN:
+            ensure_built(kb_version, root, workers)
+            _OPEN[str(final)] = pyoxigraph.Store.read_only(str(final / "store"))
+        return _OPEN[str(final)]
+
+
+def ensure_built(kb_version: str, root: Path | None = None, workers: int = 1) -> tuple[Path, bool]:
+    """Build the Oxigraph store of a KB version from its N-Triples export unless it is built.
+
+    The one place the store is decided built: the index step and :func:`open_store` both come here.
 
     Args:
         kb_version: Published KB version.
@@ -57,36 +73,33 @@ def open_store(kb_version: str, root: Path | None = None, workers: int = 1):
             one load already fills both cores.
 
     Returns:
-        A ``pyoxigraph.Store`` opened read-only, shared by every caller of this process.
+        The store folder (with its ``_done.json`` marker), and whether this call built it.
     """
     final = store_folder(kb_version, root)
-    with _LOCK:
-        if str(final) in _OPEN:
-            return _OPEN[str(final)]
-        if not is_done(final, DONE, unit="index"):
-            sweep_temps(final.parent, (f"{final.name}.tmp-*",), recursive=False)  # killed builders' folders
-            tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            store = pyoxigraph.Store(str(tmp / "store"))
-            if workers > 1:
-                parts, counts = export_ntriples_parts(kb_version, tmp / "parts", root or layout.home(), workers=workers)
-                with ThreadPoolExecutor(workers) as pool:  # bulk_load releases the GIL
-                    list(pool.map(lambda p: store.bulk_load(path=str(p), format=pyoxigraph.RdfFormat.N_TRIPLES),
-                                  parts))
-            else:
-                nt = tmp / "kb.nt"
-                counts = export_ntriples(kb_version, nt, root=root or layout.home())
-                store.bulk_load(path=str(nt), format=pyoxigraph.RdfFormat.N_TRIPLES)
-            store.flush()
-            del store
-            shutil.rmtree(tmp / "parts", ignore_errors=True)
-            (tmp / "kb.nt").unlink(missing_ok=True)
-            mark_done(tmp, {"index": INDEX_NAME, "kb_version": kb_version, "export": counts}, DONE)  # last
-            try:
-                os.replace(tmp, final)
-            except OSError:
-                shutil.rmtree(tmp, ignore_errors=True)  # another process published it first
-        store = pyoxigraph.Store.read_only(str(final / "store"))
-        _OPEN[str(final)] = store
-        return store
+    with _BUILD_LOCK:
+        if is_done(final, DONE, unit="index"):
+            return final, False
+        sweep_temps(final.parent, (f"{final.name}.tmp-*",), recursive=False)  # killed builders' folders
+        tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        store = pyoxigraph.Store(str(tmp / "store"))
+        if workers > 1:
+            parts, counts = export_ntriples_parts(kb_version, tmp / "parts", root or layout.home(), workers=workers)
+            with ThreadPoolExecutor(workers) as pool:  # bulk_load releases the GIL
+                list(pool.map(lambda p, s=store: s.bulk_load(path=str(p), format=pyoxigraph.RdfFormat.N_TRIPLES),
+                              parts))
+        else:
+            nt = tmp / "kb.nt"
+            counts = export_ntriples(kb_version, nt, root=root or layout.home())
+            store.bulk_load(path=str(nt), format=pyoxigraph.RdfFormat.N_TRIPLES)
+        store.flush()
+        del store
+        shutil.rmtree(tmp / "parts", ignore_errors=True)
+        (tmp / "kb.nt").unlink(missing_ok=True)
+        mark_done(tmp, {"index": INDEX_NAME, "kb_version": kb_version, "export": counts}, DONE)  # last
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)  # another process published it first
+        return final, True
