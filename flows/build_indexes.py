@@ -1,7 +1,8 @@
 """Flow ``build_indexes``: the indexes of a KB version as an explicit, resumable step (``linkedqa kb index``).
 
-Runs call it before their shards for the index kinds their method reads (``flows.run_method``); an index that
-exists is left as it is, so a second call is a no-op.
+Runs call it before their shards for the index kinds their method reads (``flows.run_method``); an index that is
+built is left as it is (``tasks.index_tasks.build_kb_index`` says what "built" means per kind), so a second call
+is a no-op.
 """
 
 from __future__ import annotations

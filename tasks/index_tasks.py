@@ -3,8 +3,8 @@
 Every index kind and its folder is one row of ``storage.layout.INDEX_KINDS``. The search indexes are built by
 ``tasks.search.kb_indexes.ensure_index``, the KG stores by ``tasks.kg.duckdb_store.ensure_built`` and
 ``tasks.kg.oxigraph_store.ensure_built``, each the one place its kinds are decided built; each build is atomic
-(temporary folder renamed, its done-marker last), so a finished index is never rebuilt and an interrupted build is
-redone from scratch.
+(temporary folder renamed, its done-marker last), so a built index is not rebuilt (a dense one of another structure
+than ``$LINKEDQA_DENSE_INDEX`` asks for counts as not built) and an interrupted build is redone from scratch.
 """
 
 from __future__ import annotations

@@ -261,6 +261,7 @@ def ensure_built(kb_version: str, root: Path | None = None, layout_name: str = D
         shutil.rmtree(tmp, ignore_errors=True)
         if not is_done(final, DONE, unit="index"):
             raise
+        return final, False
     return final, True
 
 

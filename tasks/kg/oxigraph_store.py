@@ -102,4 +102,5 @@ def ensure_built(kb_version: str, root: Path | None = None, workers: int = 1) ->
             os.replace(tmp, final)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)  # another process published it first
+            return final, False
         return final, True

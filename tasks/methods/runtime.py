@@ -259,7 +259,8 @@ class _Items:
     def take_tools(self) -> dict[str, list[tuple[int, Any]]]:
         """Empty the tool queue: tool -> its (item, payload) pairs."""
         queued, self.tools_due = self.tools_due, {}
-        return queued
+        groups = {name: sorted(group, key=lambda ip: ip[0]) for name, group in queued.items()}
+        return dict(sorted(groups.items(), key=lambda kv: kv[1][0][0]))  # item order, whatever answered first
 
     def answer(self, key: tuple[int, int], comp: Completion) -> None:
         """Deliver one completion; once its action's calls are all answered, record them in call order and resume."""

@@ -5,7 +5,8 @@ Exact inner-product search (``IndexFlatIP``) keeps 4 bytes per dimension per vec
 inverted file with product-quantised codes (``IVF<nlist>_HNSW32,PQ<m>x<nbits>np``: an HNSW graph over the
 ``nlist`` centroids picks the ``nprobe`` lists a query visits; each vector is stored as ``m`` one-byte codes plus
 its 8-byte id), about 72 B per vector at ``m = 64``. The choice and its parameters are a :class:`DenseSpec`,
-recorded in the index's done-marker and compared on every build: a changed setting rebuilds.
+recorded in the index's done-marker; ``DenseIndex.is_current`` compares it with the setting, so a changed setting
+rebuilds (through ``kb_indexes.ensure_index``).
 
 Inputs: a :class:`VectorSource` (texts encoded chunk by chunk, :class:`EncodedTexts`, or an array,
 :class:`ArraySource`) and a spec. Outputs: a trained, filled FAISS index (:func:`build_faiss`), its search

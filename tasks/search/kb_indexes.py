@@ -33,7 +33,7 @@ from storage.catalog import duckdb_memory_limit, register_parquet_view, spilling
 from storage.done import sweep_temps
 from storage.layout import INDEX_FORMAT as INDEX_FORMAT  # re-exported: part of every run id (tasks.runs.config)
 from storage.parquet_io import part_files, read_table
-from tasks.search.bm25 import BM25Index, ParquetRows, is_built
+from tasks.search.bm25 import BM25Index, ParquetRows, SearchIndexError, is_built
 from tasks.search.entity_index import EntityIndex
 from tasks.search.passages import DenseHit, DenseIndex, PassageIndex, entity_texts
 from tasks.search.title_index import TitleIndex
@@ -326,12 +326,14 @@ _BUILDERS: dict[str, tuple[Callable[[str, Path, int], Any], Callable[[Path], boo
 def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: int = 1) -> dict[str, Any]:
     """Build the ``kind`` search index of a KB version unless it is built (the explicit, resumable index step).
 
-    The one place a KB's search index is decided done: the index step and the first search that opens a BM25
-    index both come here.
+    The one place a KB's search index is decided built (:func:`index_is_built`): the index step and the first
+    search that opens an index (:func:`_opened`) both come here.
 
     A build happens in a temporary sibling folder renamed onto the index folder, its done-marker written last,
-    so an interrupted build leaves no index (a re-run sweeps the temp and builds again); a finished index is
-    left untouched. Nothing is kept open.
+    so an interrupted build leaves no index (a re-run sweeps the temp and builds again); a built index is left
+    untouched (a dense one of another structure than ``$LINKEDQA_DENSE_INDEX`` asks for is not built: it is
+    replaced). When another process publishes the same BM25 index while this one builds, this build's refusal to
+    overwrite it is taken as "built". Nothing is kept open.
 
     Args:
         kb_version: Published KB version.
@@ -341,7 +343,7 @@ def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: 
             (:func:`_writer`); the dense kinds encode on every core torch may use whatever it is.
 
     Returns:
-        ``{"kind", "folder", "built": bool (False: it already existed), "seconds"}``.
+        ``{"kind", "folder", "built": bool (False: it was built already), "seconds"}``.
 
     Raises:
         storage.layout.LayoutError: An unknown kind.
@@ -353,7 +355,12 @@ def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: 
     if index_is_built(folder, kind):
         return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}
     t0 = time.perf_counter()
-    _BUILDERS[kind][0](kb_version, root, threads)
+    try:
+        _BUILDERS[kind][0](kb_version, root, threads)
+    except SearchIndexError:
+        if not index_is_built(folder, kind):  # not a concurrent builder's finished index: a real error
+            raise
+        return {"kind": kind, "folder": str(folder), "built": False, "seconds": 0.0}
     return {"kind": kind, "folder": str(folder), "built": True, "seconds": round(time.perf_counter() - t0, 3)}
 
 
@@ -414,7 +421,7 @@ class SearchPayload(TypedDict):
 class SearchCandidate(TypedDict):
     """One candidate of an entity search."""
 
-    qid: str
+    qid: str | None  # None: a Wikipedia title with no known QID (``source="wikipedia"``)
     title: str | None
     description: str | None
     score: float

@@ -463,7 +463,8 @@ class DenseIndex:
     ) -> Self:
         """Build the index from already-encoded, L2-normalised vectors (an array, a memory map or a source).
 
-        As :meth:`build` does from texts: same folder layout, done-marker and rebuild rule.
+        As :meth:`build` does from texts: same folder layout and done-marker; a finished index in ``folder`` is
+        replaced.
         """
         folder = Path(folder)
         spec = resolve_spec(index, len(vectors))
@@ -540,7 +541,7 @@ class DenseIndex:
                chunk: int, label: str | None, extra_meta: dict[str, Any], tmp: Path | None = None) -> None:
         """Fill a temporary folder (``tmp``, else a new one) and publish it onto ``folder``.
 
-        A finished index of another spec in ``folder`` is replaced.
+        A finished index in ``folder`` is replaced.
         """
         import faiss  # heavy: faiss
 
@@ -714,7 +715,7 @@ def _temp_folder(folder: Path, kind: str) -> Path:
 
 
 def _publish_replacing(tmp: Path, folder: Path, meta: dict[str, Any]) -> None:
-    """``publish_build``, first moving a finished index of another spec aside (removed once the new one is in)."""
+    """``publish_build``, first moving a finished index aside (removed once the new one is in)."""
     stale = None
     if is_built(folder):
         stale = folder.parent / f".{folder.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:8]}"

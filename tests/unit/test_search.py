@@ -185,6 +185,35 @@ def test_popularity_breaks_ties_and_qids_are_deduplicated(entity_rows: list[dict
     assert hits[0].score == hits[1].score
 
 
+def test_a_bm25_index_published_by_a_concurrent_builder_counts_as_built(tmp_path: Path, entity_rows: list[dict],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ensure_index`` decides once; when another process publishes the index while this one builds, this build's
+    refusal to overwrite it is taken as built, and any other refusal is raised."""
+    from storage import layout
+    from tasks.search import kb_indexes
+
+    folder = layout.index_kind_dir("v-00000000", "entity-bm25", tmp_path)
+
+    def racing(kb_version: str, root: Path, threads: int) -> None:
+        EntityIndex.build(folder, entity_rows[:200])  # the other process, finishing first
+        EntityIndex.build(folder, entity_rows[:200])  # this one: refused
+
+    monkeypatch.setitem(kb_indexes._BUILDERS, "entity-bm25", (racing, bm25.is_built))
+    res = kb_indexes.ensure_index("v-00000000", "entity-bm25", tmp_path)
+    assert res["built"] is False and len(EntityIndex.open(folder)) == 200
+
+    junk = layout.index_kind_dir("w-00000000", "entity-bm25", tmp_path)
+
+    def refused(kb_version: str, root: Path, threads: int) -> None:
+        junk.mkdir(parents=True)
+        (junk / "file.txt").write_text("not an index")
+        EntityIndex.build(junk, entity_rows[:10])
+
+    monkeypatch.setitem(kb_indexes._BUILDERS, "entity-bm25", (refused, bm25.is_built))
+    with pytest.raises(SearchIndexError, match="not empty|no done-marker"):
+        kb_indexes.ensure_index("w-00000000", "entity-bm25", tmp_path)
+
+
 def test_open_and_build_errors(tmp_path: Path, vital_rows: list[dict]) -> None:
     with pytest.raises(IndexNotFound):
         EntityIndex.open(tmp_path / "missing")

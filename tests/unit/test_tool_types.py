@@ -75,10 +75,13 @@ def test_a_real_search_tool_passes_its_own_types(tmp_path: Path, data_root: Path
     with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
         rows = [{"qid": r[0], "title": r[1]} for r, _ in zip(csv.reader(fh, delimiter=";"), range(300), strict=False)
                 if len(r) >= 2]
+    rows.append({"qid": None, "title": "Zabriskie Point"})  # a title with no known QID: qid None in its hits
     tool = index_search_tool(TitleIndex.build(tmp_path / "titles", rows))
     assert declared_types("entity_search", tool) == (SearchPayload, list[list[SearchCandidate]])
-    out = checked_tools({"entity_search": tool})["entity_search"]([{"queries": [rows[0]["title"], "zzz"], "k": 3}])
+    out = checked_tools({"entity_search": tool})["entity_search"](
+        [{"queries": [rows[0]["title"], "zzz", "Zabriskie Point"], "k": 3}])
     assert out[0][0][0]["qid"] == rows[0]["qid"] and out[0][1] == []
+    assert out[0][2][0]["title"] == "Zabriskie Point" and out[0][2][0]["qid"] is None
 
 
 def test_kb_gold_statuses_fit_their_declared_literal():
