@@ -38,9 +38,6 @@ from tasks.search.entity_index import EntityIndex
 from tasks.search.passages import DenseHit, DenseIndex, PassageIndex, entity_texts
 from tasks.search.title_index import TitleIndex
 
-#: The kinds of :data:`storage.layout.INDEX_KINDS` this module builds (the KG store and the gold-answer store are
-#: built by ``tasks.kg.duckdb_store`` and ``tasks.kg.oxigraph_store``).
-SEARCH_KINDS = ("entity-bm25", "title-bm25", "passage-bm25", "passage-dense", "entity-dense")
 _OPEN: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
 
@@ -321,6 +318,9 @@ _BUILDERS: dict[str, tuple[Callable[[str, Path, int], Any], Callable[[Path], boo
     "passage-dense": (_build_dense_passage, _dense_current),
     "entity-dense": (_build_dense_entity, _dense_current),
 }
+#: The kinds of :data:`storage.layout.INDEX_KINDS` this module builds (the KG store and the gold-answer store are
+#: built by ``tasks.kg.duckdb_store`` and ``tasks.kg.oxigraph_store``).
+SEARCH_KINDS = tuple(_BUILDERS)
 
 
 def ensure_index(kb_version: str, kind: str, root: Path | None = None, threads: int = 1) -> dict[str, Any]:
