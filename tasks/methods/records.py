@@ -15,8 +15,8 @@ A method author reads this file to know the contract of an agent (docs/architect
   ``Article``), AnchorRAG's relation similarity (``tasks.methods.anchorrag.tools``) and EA's candidates and
   selectors (``tasks.methods.ea.embed_method.CandidatesResult``, ``tasks.methods.ea.agent_method.SelectResult``);
 * the trajectory is a JSON list of events (:data:`TrajectoryEvent`); the notes metrics read (documents retrieved,
-  how an answer was obtained) are written with :func:`note_retrieved` / :func:`note_answered_by` and read back
-  with :func:`read_notes`, so both sides name the same fields.
+  how an answer was obtained, why it fell back) are written with :func:`note_retrieved` / :func:`note_answered_by`
+  / :func:`note_fallback` and read back with :func:`read_notes`, so both sides name the same fields.
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ from typing_extensions import TypedDict
 
 from tasks.metrics.trajectory import (
     ANSWERED_BY,
+    FALLBACK,
     RETRIEVED,
     TrajectoryNotes,
     note_answered_by,
+    note_fallback,
     note_retrieved,
     read_notes,
 )
@@ -149,5 +151,6 @@ class ErrorEvent(TypedDict):
 TrajectoryEvent = LlmEvent | ToolEvent | ErrorEvent | dict
 
 #: The notes metrics read are written and read through one module, so both sides name the same fields.
-__all__ = ["ANSWERED_BY", "RETRIEVED", "AgentResult", "ErrorEvent", "ItemOutput", "LlmEvent", "ToolEvent",
-           "TrajectoryEvent", "TrajectoryNotes", "item_output", "note_answered_by", "note_retrieved", "read_notes"]
+__all__ = ["ANSWERED_BY", "FALLBACK", "RETRIEVED", "AgentResult", "ErrorEvent", "ItemOutput", "LlmEvent", "ToolEvent",
+           "TrajectoryEvent", "TrajectoryNotes", "item_output", "note_answered_by", "note_fallback", "note_retrieved",
+           "read_notes"]

@@ -1,6 +1,7 @@
-"""The trajectory notes metrics read: documents retrieved, how an answer was obtained.
+"""The trajectory notes metrics read: documents retrieved, how an answer was obtained, why it fell back.
 
-Agents write them through :func:`note_retrieved` / :func:`note_answered_by` and metrics read them back with
+Agents write them through :func:`note_retrieved` / :func:`note_answered_by` / :func:`note_fallback` and metrics
+(and the failure stages) read them back with
 :func:`read_notes`, so one module names the fields for both sides (``tasks.methods.records`` holds the rest of the
 agent contract).
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 #: Note fields metrics read.
-RETRIEVED, ANSWERED_BY = "retrieved", "answered_by"
+RETRIEVED, ANSWERED_BY, FALLBACK = "retrieved", "answered_by", "fallback"
 
 
 def note_retrieved(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -26,12 +27,21 @@ def note_answered_by(source: Literal["retrieval", "cot"]) -> dict[str, Any]:
     return {ANSWERED_BY: source}
 
 
+def note_fallback(mode: str, reason: str) -> dict[str, Any]:
+    """The note of an item that fell back to another mode (ER: closed-book) and why, for ``ItemContext.log``."""
+    return {FALLBACK: mode, "reason": reason}
+
+
 @dataclass(frozen=True)
 class TrajectoryNotes:
-    """What metrics read from a stored trajectory: the last note of each kind (``None`` when absent)."""
+    """What metrics read from a stored trajectory: the last note of each kind (``None`` when absent).
+
+    ``fallback`` is the reason of the last fallback note ("no documents" when it gave none).
+    """
 
     retrieved: list[dict[str, Any]] | None = None
     answered_by: str | None = None
+    fallback: str | None = None
 
     @property
     def retrieved_texts(self) -> list[str] | None:
@@ -41,7 +51,7 @@ class TrajectoryNotes:
 
 def read_notes(trajectory: str | None) -> TrajectoryNotes:
     """The notes metrics read from a trajectory's JSON text (the last of each kind wins)."""
-    retrieved = answered_by = None
+    retrieved = answered_by = fallback = None
     for event in json.loads(trajectory or "[]"):
         if event.get("kind") != "note":
             continue
@@ -49,4 +59,6 @@ def read_notes(trajectory: str | None) -> TrajectoryNotes:
             retrieved = list(event[RETRIEVED])
         if ANSWERED_BY in event:
             answered_by = event[ANSWERED_BY]
-    return TrajectoryNotes(retrieved, answered_by)
+        if FALLBACK in event:
+            fallback = event.get("reason") or "no documents"
+    return TrajectoryNotes(retrieved, answered_by, fallback)

@@ -323,7 +323,8 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
     """
     run = resolve_run(plan, root)
     plan, root, rdir = run.plan, run.root, run.run_dir
-    missing = [str(i) for i in range(plan.n_shards) if shard_done(plan, i, root) is None]
+    records = [shard_done(plan, i, root) for i in range(plan.n_shards)]
+    missing = [str(i) for i, rec in enumerate(records) if rec is None]
     if missing:
         raise RuntimeError(f"run {plan.run_id}: {plan.n_shards - len(missing)} of {plan.n_shards} shards finished "
                            f"(not shard {', '.join(missing)})")
@@ -338,7 +339,7 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
         log(f"removed {len(stale)} temp file(s) left by killed writers: {', '.join(p.name for p in stale)}")
     questions = plan_questions(plan, root)
     method_cls = run.method_cls
-    shard_recs = [json.loads(p.read_text()) for p in sorted((rdir / "shards").glob("shard-*.json"))]
+    shard_recs = [rec for rec in records if rec]  # shard order; a finished shard without its record adds nothing
     # a resumed run also spent the wall time of the shards finished by earlier attempts
     wall_s += sum(r.get("wall_s", 0.0) for r in shard_recs if r.get("finished_at", "") < started_at)
     summary, stage_rows = scored(run, preds.to_pylist(), questions)

@@ -6,8 +6,8 @@ Evidence per family (rules: ``tasks.metrics.stages``):
   the KB's named QIDs (label, alias or Wikipedia title: what a name search can find), the candidates the method
   was shown and what it chose. ELA's shown candidates are its entity-search calls replayed from the trajectory's
   payloads with the run's own tools (:func:`_replayed`); search-recall's are its stored ``answers``.
-* ``textqa``: the documents of the last ``retrieved`` note (``tasks.metrics.trajectory``), the ``fallback`` note's
-  reason (ER: no entity linked, no article), and the gold answers.
+* ``textqa``: the documents of the last ``retrieved`` note and the last ``fallback`` note's reason (ER: no entity
+  linked, no article; ``tasks.metrics.trajectory``), and the gold answers.
 * ``alignment``: the generator's stored candidate list (``answers``), the pick and the gold target.
 * ``kgqa``: the gold topic entities (``gold_entities``) against what the method grounded (``predicted_entities``:
   kg-1hop's and react-kg's main entity, AnchorRAG's and ToG's anchors); the facts its ``kg_facts`` and
@@ -44,10 +44,6 @@ from tasks.runs.resolve import ResolvedRun
 from tasks.search.kb_indexes import named_qids
 
 
-def _events(trajectory: str | None) -> list[dict[str, Any]]:
-    return json.loads(trajectory or "[]")
-
-
 def _replayed(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
               names: Sequence[str]) -> dict[str, list[tuple[str, Any]]] | None:
     """question_id -> ``(tool, result)`` of each of its calls to the tools ``names``, in trajectory order.
@@ -56,7 +52,7 @@ def _replayed(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
     trajectory keeps a truncated copy of each result; searches and KG lookups are deterministic for a KB version
     and index format, both part of the run id). ``None`` when no item called one of them.
     """
-    calls = [(p["question_id"], e["tool"], e["payload"]) for p in preds for e in _events(p.get("trajectory"))
+    calls = [(p["question_id"], e["tool"], e["payload"]) for p in preds for e in json.loads(p.get("trajectory") or "[]")
              if e.get("kind") == "tool" and e.get("tool") in names and isinstance(e.get("payload"), dict)]
     if not calls:
         return None
@@ -80,12 +76,6 @@ def _shown_by_search(run: ResolvedRun, preds: Sequence[Mapping[str, Any]]) -> di
 
 def _gold_mentions(q: Mapping[str, Any]) -> list[str]:
     return [m["qid"] for m in (q.get("gold_mentions") or []) if m.get("qid") and m.get("text")]
-
-
-def _fallback(trajectory: str | None) -> str | None:
-    reasons = [e.get("reason") or "no documents" for e in _events(trajectory) if e.get("kind") == "note"
-               and "fallback" in e]
-    return reasons[-1] if reasons else None
 
 
 def item_stages(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
@@ -120,7 +110,8 @@ def item_stages(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
             q = qs[p["question_id"]]
             retrieved, why = None, None
             if run.family != "strategyqa":  # a yes/no answer is in no document: no retrieval stage
-                retrieved, why = read_notes(p.get("trajectory")).retrieved_texts, _fallback(p.get("trajectory"))
+                notes = read_notes(p.get("trajectory"))
+                retrieved, why = notes.retrieved_texts, notes.fallback
                 if retrieved is None and why is not None:  # ER found nothing to read
                     retrieved = []
             out[p["question_id"]] = textqa_stage(list(q.get("gold_answers") or []), retrieved,

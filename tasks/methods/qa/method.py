@@ -44,7 +44,7 @@ from tasks.methods.kgqa.method import KgOneHopMethod
 from tasks.methods.kgqa.settings import KgAccessSettings, KgPromptSettings, KgqaSettings
 from tasks.methods.kgqa.tools import closed_book_kg_tools, kgqa_index_paths
 from tasks.methods.prompt_files import PromptFolder
-from tasks.methods.records import AgentResult, note_retrieved
+from tasks.methods.records import AgentResult, note_fallback, note_retrieved
 from tasks.methods.runtime import ItemContext, LLMCall, ToolCall
 from tasks.metrics.runs import RETRIEVAL_METRICS
 from tasks.search.kb_indexes import dense_passage_index, passage_index, passage_index_dir
@@ -489,7 +489,7 @@ class ERMethod(Method):
             docs_in, truncated = budget_docs(docs, s.max_doc_words)
             if not docs_in:
                 reason = "no linked entity" if not qids else "no article for the linked entities"
-                ictx.log({"fallback": "closed-book", "reason": reason})
+                ictx.log(note_fallback("closed-book", reason))
             answer = yield from _answer_step(item, ictx, qa_prompt(item["question"], docs_in or None), sampling,
                                             s.system)
             # predicted_entities only for linked entities (ERSp / ELA-for-QA): gold ones are not predictions
