@@ -1,7 +1,8 @@
 """Streaming reader of Wikipedia ``pages-articles`` XML dumps (plain, .bz2, .gz, .xz).
 
 Inputs: a MediaWiki XML export (``<mediawiki><siteinfo/><page><title/><ns/><id/><redirect title=.../>?
-<revision>...<text>wikitext</text></revision></page>...``; export schema 0.9/0.10), a ``Shard`` and an
+<revision>...<text>wikitext</text></revision></page>...``; export schema 0.9/0.10; UTF-8, UTF-16 of either
+byte order, or another encoding expat reads, LF or CRLF line ends: the rows are the same), a ``Shard`` and an
 optional title -> QID mapping (dict or callable, e.g. ``tasks.dumps.triples.load_title_map``).
 
 Outputs (``(table, row)`` pairs with the columns of ``storage.schemas``):
@@ -41,12 +42,13 @@ Sharding, two ways; either way the shards' outputs tile the file's output:
 * **By byte range** (``tasks.dumps.base.byte_shards``: plain files, and ``.gz``/``.bz2`` through their seek
   index, one parallel decompression per file): a shard ``[start, end)`` of the decompressed bytes owns the pages
   whose ``<page>`` tag starts in it. It seeks to ``start``, skips to the first ``<page>`` tag (inside ``<text>``
-  a ``<`` is always escaped, so the literal tag is a page start), parses from there under a synthetic
-  ``<mediawiki>`` root and reads past ``end`` only to finish the page that crosses it. Every shard decompresses
-  and parses only its own share of the file, as the line readers do. Offsets stay those of the whole
-  decompressed stream. A multistream ``.bz2`` (Wikimedia's ``pages-articles-multistream.xml.bz2``) is cut at
-  its bzip2 stream starts instead, with no decompression before staging (``tasks.dumps.bz2streams``): the
-  same rule over the decompressed bytes of its streams, whose offsets then count from its first stream.
+  a ``<`` is always escaped, so the literal tag is a page start; in the dump's encoding, told by its head:
+  in UTF-16 at an even offset), parses from there under a synthetic ``<mediawiki>`` root and reads past ``end``
+  only to finish the page that crosses it. Every shard decompresses and parses only its own share of the file,
+  as the line readers do. Offsets stay those of the whole decompressed stream. A multistream ``.bz2``
+  (Wikimedia's ``pages-articles-multistream.xml.bz2``) is cut at its bzip2 stream starts instead, with no
+  decompression before staging (``tasks.dumps.bz2streams``): the same rule over the decompressed bytes of its
+  streams, whose offsets then count from its first stream.
 * **By page ordinal** (``Shard(index=i, count=n)`` with no range: ``.xz``, which has no seek index here): the
   pages whose ordinal (0-based position among all ``<page>`` elements, every namespace counted) satisfies
   ``ordinal % n == i``. Every such shard decompresses and scans the whole file but parses only the wikitext of
@@ -97,7 +99,8 @@ def drop_link_names(names: Mapping[str, int]) -> frozenset[str]:
 #: The dropped names of a dump without siteinfo: the canonical ones.
 _DROP_LINK_NS = drop_link_names(CANONICAL_NAMESPACES)
 _SITEINFO_HEAD = 1 << 20  # bytes read for <siteinfo> (it precedes the first page; a few KB in real exports)
-_NAMESPACE = re.compile(rb"<namespace\b[^>]*\bkey=\"(-?\d+)\"[^>]*>([^<]*)</namespace>")
+# the encoding an XML declaration names (ASCII-compatible encodings; UTF-16 is told by its first bytes)
+_XML_DECL = re.compile(rb"<\?xml\s[^>]*?\bencoding\s*=\s*[\"']([A-Za-z][A-Za-z0-9._-]*)[\"']")
 _INTERLANG = re.compile(r"[a-z]{2,3}(?:-[a-z]+)*\Z")
 _TAIL_SECTIONS = frozenset({
     "references", "external links", "see also", "notes", "further reading", "bibliography", "sources",
@@ -481,40 +484,117 @@ def _is_byte_range(shard: Shard) -> bool:
                                    or shard.end is not None)
 
 
-def _first_page(fh, start: int) -> tuple[int, bytes] | None:
-    """Read from ``start`` to the first ``<page>`` tag: its decompressed offset and the bytes from it on."""
-    pos, buf, keep = start, b"", len(_PAGE_TAG) - 1
+def _first_page(fh, start: int, tag: bytes = _PAGE_TAG, unit: int = 1,
+                aligned: bool = True) -> tuple[int, bytes] | None:
+    """Read from ``start`` to the first ``<page>`` tag: its decompressed offset and the bytes from it on.
+
+    ``tag`` is ``<page>`` in the dump's encoding, whose characters take ``unit`` bytes at offsets that are a
+    multiple of it (UTF-16: 2); ``aligned=False`` (a shard whose offsets count from a bzip2 stream, not from the
+    file) takes the first match whatever its offset.
+    """
+    pos, buf, keep = start, b"", len(tag) - 1
     while True:
         chunk = fh.read(CHUNK)
         if not chunk:
             return None
         buf += chunk
-        at = buf.find(_PAGE_TAG)
+        at = buf.find(tag)
+        while at >= 0 and aligned and (pos + at) % unit:
+            at = buf.find(tag, at + 1)
         if at >= 0:
             return pos + at, buf[at:]
         pos += len(buf) - keep
         buf = buf[-keep:]
 
 
-def site_namespaces(path: Path) -> dict[str, int]:
+def xml_encoding(head: bytes) -> str | None:
+    """The encoding of an XML document told by its first bytes, as expat names it; ``None`` for UTF-8.
+
+    UTF-16 by its byte order mark, or by the byte order of its first ``<`` (XML 1.0 appendix F, as expat
+    detects it); else the encoding its XML declaration names. A parser that starts mid-file (a byte-range shard)
+    is given it: the bytes it sees carry neither mark nor declaration.
+    """
+    if head.startswith((b"\xff\xfe", b"<\x00")):
+        return "UTF-16LE"
+    if head.startswith((b"\xfe\xff", b"\x00<")):
+        return "UTF-16BE"
+    m = _XML_DECL.match(head.removeprefix(b"\xef\xbb\xbf"))
+    if m is None or m.group(1).lower().replace(b"_", b"-") in (b"utf-8", b"utf8"):
+        return None
+    return m.group(1).decode()
+
+
+def _encoded(text: bytes, encoding: str | None) -> bytes:
+    """ASCII markup (``<page>``, the synthetic root) in the dump's encoding."""
+    if encoding is None:
+        return text
+    try:
+        return text.decode().encode(encoding)
+    except LookupError:  # a name Python does not know: expat then refuses the file with its own error
+        return text
+
+
+class _SiteinfoRead(Exception):
+    """Raised from the expat handlers at ``</siteinfo>`` (or at the first ``<page>``): the rest is not read."""
+
+
+def _dump_head(path: Path) -> bytes:
+    """The first ``_SITEINFO_HEAD`` decompressed bytes of a dump (empty when unreadable: the page reader reports)."""
+    try:
+        with open_shard(path, Shard()) as fh:
+            return fh.read(_SITEINFO_HEAD)
+    except (EOFError, OSError, ValueError):
+        return b""
+
+
+def _head_namespaces(head: bytes) -> dict[str, int]:
+    """The namespace names of ``<siteinfo><namespaces>`` in a dump's head, parsed by expat in the dump's encoding."""
+    parser = expat.ParserCreate()
+    found: dict[str, int] = {}
+    name_of: list = []  # [key, [text...]] while inside a <namespace>
+
+    def start(tag: str, attrs: dict) -> None:
+        tag = tag.rpartition(":")[2]
+        if tag == "page":
+            raise _SiteinfoRead
+        if tag == "namespace" and attrs.get("key", "").lstrip("-").isdigit():
+            name_of[:] = [int(attrs["key"]), []]
+
+    def chars(data: str) -> None:
+        if name_of:
+            name_of[1].append(data)
+
+    def end(tag: str) -> None:
+        tag = tag.rpartition(":")[2]
+        if tag == "siteinfo":
+            raise _SiteinfoRead
+        if tag == "namespace" and name_of:
+            text = "".join(name_of[1]).strip().replace("_", " ").lower()
+            if text:
+                found[text] = name_of[0]
+            name_of.clear()
+
+    parser.StartElementHandler, parser.CharacterDataHandler, parser.EndElementHandler = start, chars, end
+    try:
+        parser.Parse(head, False)
+    except (_SiteinfoRead, expat.ExpatError):
+        pass  # broken XML: the names read so far (the page reader refuses the file)
+    return found
+
+
+def site_namespaces(path: Path, head: bytes | None = None) -> dict[str, int]:
     """Namespace names of a dump (lower-cased name -> key): the canonical English ones and the wiki's own.
 
     The wiki's own come from its ``<siteinfo><namespaces>`` (``Kategoreja`` -> 14 in a Latgalian dump), read
-    from the head of the file whatever the shard (``<siteinfo>`` precedes the first page); an export without
-    siteinfo has the canonical names only.
+    from the head of the file whatever the shard (``<siteinfo>`` precedes the first page) by expat, so in the
+    dump's encoding (UTF-8, UTF-16 with either byte order, any other that expat reads) and with its entities
+    decoded; an export without siteinfo has the canonical names only.
+
+    Args:
+        path: The dump.
+        head: Its first decompressed bytes, when already read (default: read here).
     """
-    names = dict(CANONICAL_NAMESPACES)
-    try:
-        with open_shard(path, Shard()) as fh:
-            head = fh.read(_SITEINFO_HEAD)
-    except (EOFError, OSError, ValueError):
-        return names  # the page reader reports the unreadable file with its offset
-    head = head.split(b"</siteinfo>", 1)[0] if b"</siteinfo>" in head else head.split(_PAGE_TAG, 1)[0]
-    for key, name in _NAMESPACE.findall(head):
-        text = _html_unescape(name.decode("utf-8", "replace")).strip().replace("_", " ").lower()
-        if text:
-            names[text] = int(key)
-    return names
+    return {**CANONICAL_NAMESPACES, **_head_namespaces(_dump_head(path) if head is None else head)}
 
 
 def title_namespace(title: str, names: Mapping[str, int]) -> int:
@@ -523,10 +603,12 @@ def title_namespace(title: str, names: Mapping[str, int]) -> int:
     return names.get(prefix.strip().replace("_", " ").lower(), 0) if colon else 0
 
 
-def _pages(path: Path, shard: Shard) -> Iterator[dict]:
-    parser = expat.ParserCreate()
-    col = _PageCollector(parser)
+def _pages(path: Path, shard: Shard, encoding: str | None = None) -> Iterator[dict]:
     by_range = _is_byte_range(shard)
+    mid_file = by_range and shard.start > 0
+    # a mid-file shard's parser sees neither byte order mark nor declaration: it is told the dump's encoding
+    parser = expat.ParserCreate(encoding if mid_file else None)
+    col = _PageCollector(parser)
     if by_range:
         col.limit = None if shard.streams else shard.end
     elif shard.count > 1:
@@ -535,18 +617,20 @@ def _pages(path: Path, shard: Shard) -> Iterator[dict]:
     offset = shard.start if by_range and not shard.streams else 0
     try:
         with open_shard(path, shard) as fh:
-            if by_range and shard.start > 0:
+            if mid_file:
                 if not shard.streams:
                     fh.seek(shard.start)
-                first = _first_page(fh, offset)
+                unit = 2 if encoding and encoding.upper().startswith("UTF-16") else 1
+                first = _first_page(fh, offset, _encoded(_PAGE_TAG, encoding), unit, aligned=not shard.streams)
                 end = range_end(fh, shard)
                 if first is None or (end is not None and first[0] >= end):
                     return  # no page starts in this range
                 page_at, head = first
-                col.base = page_at - len(_ROOT)
+                root = _encoded(_ROOT, encoding)
+                col.base = page_at - len(root)
                 offset = page_at + len(head)
                 col.limit = end
-                parser.Parse(_ROOT + head, False)
+                parser.Parse(root + head, False)
             while not col.past_limit:
                 chunk = fh.read(CHUNK)
                 if col.limit is None and by_range:
@@ -595,9 +679,10 @@ def read_wikipedia_xml(path: Path | str, shard: Shard = Shard(), source: str | N
         lookup = title_to_qid.get
     else:
         lookup = title_to_qid
-    names = site_namespaces(path)
+    head = _dump_head(path)
+    names = site_namespaces(path, head)
     drop = drop_link_names(names)
-    for page in _pages(path, shard):
+    for page in _pages(path, shard, xml_encoding(head)):
         if not page["keep"]:
             continue
         title = (page["title"] or "").strip()

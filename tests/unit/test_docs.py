@@ -6,6 +6,8 @@ Headings and their anchors follow the site's Markdown (python-markdown's ``toc``
 
 from __future__ import annotations
 
+import ast
+import itertools
 import os
 import re
 import subprocess
@@ -77,6 +79,45 @@ def test_every_docs_anchor_the_code_cites_exists() -> None:
         if not dest.is_file() or (anchor and anchor not in anchors(dest)):
             bad.append(f"{where}: {ref}")
     assert not bad, bad
+
+
+def _reason_texts(node: ast.expr) -> list[str]:
+    """The fixed text of a reason expression: a string, an f-string up to its first field, either of a ``x if c else
+    y``."""
+    if isinstance(node, ast.IfExp):
+        return _reason_texts(node.body) + _reason_texts(node.orelse)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        fixed = itertools.takewhile(lambda v: isinstance(v, ast.Constant), node.values)
+        return ["".join(v.value for v in fixed)]
+    raise AssertionError(f"line {node.lineno}: a reject reason the scan cannot read: {ast.unparse(node)}")
+
+
+def reject_reasons(module: Path) -> set[str]:
+    """The fixed text of every reason a reader gives ``reject(path, reason, ...)``: the reason itself, or what the
+    name it passes is assigned in the same function."""
+    reasons = set()
+    for fn in ast.walk(ast.parse(module.read_text())):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        assigned = {n.targets[0].id: n.value for n in ast.walk(fn)
+                    if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+        for call in ast.walk(fn):
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "reject":
+                reason = call.args[1]
+                reasons.update(_reason_texts(assigned.get(reason.id, reason) if isinstance(reason, ast.Name)
+                                             else reason))
+    return {r.strip() for r in reasons}
+
+
+def test_every_wikipedia_reject_reason_is_in_the_bad_input_table() -> None:
+    """Each reason the Wikipedia reader stores in ``rejects`` is quoted (its fixed text starting a code span) in
+    docs/errors.md."""
+    reasons = reject_reasons(ROOT / "tasks/dumps/wikipedia_xml.py")
+    assert "no text left after markup removal (" in reasons and len(reasons) >= 8, reasons  # the scan works
+    quoted = re.findall(r"`([^`\n]+)`", (ROOT / "docs/errors.md").read_text())
+    assert sorted(r for r in reasons if not any(q.startswith(r) for q in quoted)) == []
 
 
 def test_readme_is_a_front_door() -> None:

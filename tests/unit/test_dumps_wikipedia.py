@@ -391,6 +391,7 @@ def test_a_page_left_without_text_is_a_reject(data_root: Path, tmp_path: Path) -
     assert "articles" not in rows and "passages" not in rows
     [rej] = rows["rejects"]
     assert rej["snippet"] == title and re.match(r"no text left after markup removal \(\d+ words", rej["reason"])
+    assert rej["stage"] == "wikipedia_xml" and xml.encode()[rej["offset"]: rej["offset"] + 6] == b"<page>"
 
 
 def _localised_sample(data_root: Path, tmp_path: Path, file_ns: str, category_ns: str, talk_ns: str,
@@ -432,3 +433,66 @@ def test_an_export_without_ns_takes_the_namespace_from_the_title(data_root: Path
     assert "Accessibility" in titles and not any(t.startswith("Sprīža:") for t in titles)
     talk = [r for r in rows["articles"] if "Computer accessibility" in r["title"]]
     assert talk == []  # a Talk page, in the wiki's own name for it, is not an article
+
+
+_CATEGORY_LINK = re.compile(r"\[\[Category:[^\[\]]*\]\]\n?")
+
+
+def _german_export(data_root: Path) -> str:
+    """The real gensim enwiki export as a German wiki writes it (derived, not a real dewiki export): its siteinfo's
+    Category namespace renamed ``Kategorie``, every ``[[Category:...]]`` link renamed to ``[[Kategorie:...]]`` and
+    moved to the top of its page's wikitext (in the real export they follow "References", whose section is cut
+    whatever its links are named), and the article "Albedo" without its page ``<id>`` (one reject)."""
+    xml = bz2.open(data_root / XML_DIR / GENSIM).read().decode()
+    assert xml.count('case="first-letter">Category</namespace>') == 1
+    xml = xml.replace('case="first-letter">Category</namespace>', 'case="first-letter">Kategorie</namespace>')
+
+    def to_top(m: re.Match) -> str:
+        links = "".join(link.replace("[[Category:", "[[Kategorie:") for link in _CATEGORY_LINK.findall(m[2]))
+        return m[1] + links + _CATEGORY_LINK.sub("", m[2]) + m[3]
+
+    xml = re.sub(r"(<text[^>]*>)(.*?)(</text>)", to_top, xml, flags=re.S)
+    m = re.compile(r"\s*<id>\d+</id>").search(xml, xml.index("<title>Albedo</title>"))
+    return xml[: m.start()] + xml[m.end():]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_a_utf16_crlf_export_reads_like_its_utf8_lf_original(data_root: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch, encoding: str) -> None:
+    """A German-style export re-encoded as UTF-16 (byte order mark, XML declaration) with CRLF line ends gives the
+    rows of its UTF-8 LF original, whole and in byte-range shards: the same namespace names (``Kategorie`` -> 14),
+    its ``[[Kategorie:...]]`` links dropped from every text, and a reject whose offset is the UTF-16 byte offset of
+    its ``<page>``. Both files are derived from the real gensim enwiki export (``_german_export``: namespace and
+    links renamed), not taken from a real German wiki."""
+    from tasks.dumps.base import byte_shards
+
+    monkeypatch.setattr(wikipedia_xml, "CHUNK", 1 << 16)  # tags split across reads
+    xml = _german_export(data_root)
+    utf8 = tmp_path / "dewiki.xml"
+    utf8.write_bytes(xml.encode())
+    utf16 = tmp_path / f"dewiki-{encoding}.xml"
+    bom = b"\xff\xfe" if encoding.endswith("le") else b"\xfe\xff"
+    utf16.write_bytes(bom + ('<?xml version="1.0" encoding="UTF-16"?>\n' + xml).replace("\n", "\r\n").encode(encoding))
+
+    names = wikipedia_xml.site_namespaces(utf8)
+    assert names["kategorie"] == 14 and wikipedia_xml.site_namespaces(utf16) == names
+    want = _by_table(read_wikipedia_xml(utf8, source="dewiki"))
+    got = _by_table(read_wikipedia_xml(utf16, source="dewiki"))
+    assert len(want["articles"]) == 105 and len(want["passages"]) > 1000
+    # the moved links would show in the text were Kategorie not read from the siteinfo
+    shown = [a for a in want["articles"] if "Kategorie:" in wikitext_to_plain(
+        re.search(rf"<title>{re.escape(a['title'])}</title>.*?<text[^>]*>(.*?)</text>", xml, re.S)[1])[0]]
+    assert len(shown) > 90
+    assert not [a["title"] for t in (want, got) for a in t["articles"] if "Kategorie" in a["text"]]
+    for table in ("articles", "passages", "redirects"):
+        assert got[table] == want[table], table
+    [want_rej], [got_rej] = want["rejects"], got["rejects"]
+    assert {**got_rej, "offset": 0, "source_file": ""} == {**want_rej, "offset": 0, "source_file": ""}
+    raw = utf16.read_bytes()
+    assert raw[got_rej["offset"]: got_rej["offset"] + 12] == "<page>".encode(encoding)
+
+    shards = byte_shards(utf16, 7)
+    assert any(sh.start % 2 for sh in shards)  # some cuts fall inside a UTF-16 code unit
+    parts = [row for sh in shards for row in read_wikipedia_xml(utf16, sh, source="dewiki")]
+    assert sorted(map(repr, parts)) == sorted(map(repr, (("rejects", got_rej), *(
+        (t, r) for t in ("articles", "passages", "redirects") for r in got[t]))))
