@@ -18,6 +18,7 @@ import sys
 
 from flows.cli.args import MEMORY_HELP, languages, memory_limit, positive
 from flows.cli.data import (
+    check_data_import,
     check_dataset_names,
     cmd_data_fetch,
     cmd_data_import,
@@ -34,6 +35,7 @@ from flows.cli.results import cmd_catalog, cmd_eval, cmd_report
 from flows.cli.runs import check_run_args, cmd_run
 from flows.cli.signals import exit_after_interrupt, stop_on_signals
 from storage import layout
+from tasks.datasets.jsonl import DEFAULT_TASK, TASKS
 from tasks.kb.plan import ALL_LANGUAGES, DEFAULT_LANGUAGES
 
 
@@ -125,7 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     di = data.add_parser("import", help="import generic questions JSONL")
     di.add_argument("file")
     di.add_argument("--name", required=True)
-    di.set_defaults(fn=cmd_data_import, flow=True, check=lambda a: check_dataset_names([a.name]))
+    di.add_argument("--task", choices=TASKS, default=DEFAULT_TASK,
+                    help="task kind of the questions: which methods accept the dataset and which gold fields each "
+                         "line needs (docs/howto/own-questions.md); ea is refused (load a DBP15K pair instead)")
+    di.set_defaults(fn=cmd_data_import, flow=True, check=check_data_import)
     df = data.add_parser("fetch", help="download benchmarks from their official locations (sha256-pinned, resumable)")
     df.add_argument("names", nargs="*", metavar="NAME", help="dataset names (see `linkedqa data list`)")
     df.add_argument("--all", action="store_true", help="every dataset with a public source")

@@ -10,6 +10,7 @@ from flows.cli.env import start_prefect
 from storage import layout
 from storage.catalog import complete_dataset_versions
 from storage.parquet_io import read_table
+from tasks.datasets.jsonl import DEFAULT_TASK, check_task
 
 
 def cmd_data_list(a: argparse.Namespace) -> int:
@@ -23,7 +24,7 @@ def cmd_data_list(a: argparse.Namespace) -> int:
         print(f"{name:<20} {splits:<44} {desc}")
     for name, m in stored.items():
         splits = ", ".join(f"{s}={n:,}" for s, n in m["splits"].items())
-        print(f"{name:<20} {splits:<44} (imported)")
+        print(f"{name:<20} {splits:<44} (imported, task {m.get('task', DEFAULT_TASK)})")
     return 0
 
 
@@ -43,14 +44,21 @@ def cmd_data_load(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_data_import(a: argparse.Namespace) -> int:
-    """``linkedqa data import FILE --name NAME``: the ``import_questions`` flow; bad lines are listed."""
+def check_data_import(a: argparse.Namespace) -> None:
+    """Refuse a bad ``data import`` name or task kind (``ea``) before Prefect is imported or started."""
     check_dataset_names([a.name])
+    check_task(a.task)
+
+
+def cmd_data_import(a: argparse.Namespace) -> int:
+    """``linkedqa data import FILE --name NAME --task KIND``: the ``import_questions`` flow; bad lines are listed."""
+    check_data_import(a)
     from flows.import_questions import import_questions  # heavy: pulls prefect
 
     start_prefect()
-    ref = import_questions(file=str(Path(a.file).resolve()), name=a.name)
-    print(f"{a.name}: {ref.extra['splits']} imported, {ref.extra['n_rejects']} line(s) rejected")
+    ref = import_questions(file=str(Path(a.file).resolve()), name=a.name, task=a.task)
+    print(f"{a.name}: {ref.extra['splits']} imported, {ref.extra['n_rejects']} line(s) rejected; "
+          f"task {ref.extra['task']}")
     if ref.extra["n_rejects"]:
         folder = layout.dataset_dir(a.name, ref.version)
         for r in read_table(folder / "rejects", "rejects").to_pylist()[:20]:

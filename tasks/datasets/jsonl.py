@@ -1,4 +1,4 @@
-"""Generic question import (``linkedqa data import FILE.jsonl --name NAME``).
+"""Generic question import (``linkedqa data import FILE.jsonl --name NAME [--task KIND]``).
 
 Inputs: a JSONL file (plain or ``.gz``), one object per line::
 
@@ -7,7 +7,7 @@ Inputs: a JSONL file (plain or ``.gz``), one object per line::
      "gold_mentions": [{"text": "dune", "start": 10, "end": 14, "qid": "Q190192"}],
      "sparql": "...", "split": "test", "anything_else": ...}
 
-Only ``id`` (string or integer) and ``question`` (non-empty string) are required. ``split`` defaults to
+``id`` (string or integer) and ``question`` (non-empty string) are always required. ``split`` defaults to
 ``test`` and must be a safe name (letters, digits, ``. _ = + -``). ``gold_entities`` / ``gold_answer_qids``
 are lists of strings; ``gold_answers`` are lists of strings, numbers or booleans (stored as text, booleans as
 ``true``/``false``). Mentions are ``{text?, start, end, qid?}`` with ``0 <= start < end <= len(question)``
@@ -15,9 +15,15 @@ character offsets (end exclusive) into the question *as written in the file*; wh
 equal ``question[start:end]``. Surrounding whitespace of the question is stripped and mention offsets shifted
 to match. Unknown keys (and the items of a ``meta`` object) go to ``meta``.
 
+The task kind (``TASKS``, default ``qa``) says which methods accept the dataset (``Method.tasks``) and what each
+record needs besides ``id`` and ``question`` (:func:`require_gold`: the gold a method of that kind cannot be
+scored without). ``ea`` is refused (``EA_REFUSED``): an alignment dataset is two graphs and their links, not a
+questions file. docs/howto/own-questions.md shows one real record per kind.
+
 Outputs: a ``LoadedDataset``. Bad lines (invalid UTF-8 or JSON, not an object, missing id/question, wrong
-types, mention spans outside the question, duplicate ids within a split) become rejects with the 1-based line
-number, the byte offset and the reason; everything else is imported. Blank lines are skipped.
+types, mention spans outside the question, duplicate ids within a split, gold the task kind needs missing)
+become rejects with the 1-based line number, the byte offset and the reason; everything else is imported.
+Blank lines are skipped.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from tasks.datasets.base import (
     DatasetBuilder,
     DatasetError,
     LoadedDataset,
+    Row,
+    is_qid,
     literal_text,
     question_row,
     require_file,
@@ -42,6 +50,17 @@ KNOWN_KEYS = (
     "meta",
 )
 DEFAULT_SPLIT = "test"
+#: Task kinds of a dataset (``tasks.datasets.registry.DatasetSpec.task``), in the order ``--task`` lists them.
+TASKS = ("el", "qa", "yesno", "kgqa", "kgqa-open", "ea")
+#: The task kind of an import that names none: ``id`` and ``question`` are all a record needs.
+DEFAULT_TASK = "qa"
+#: Why an import cannot have task kind ``ea``.
+EA_REFUSED = ("task ea cannot be imported from a questions file: an entity-alignment dataset is two knowledge graphs "
+              "and the gold links between their entities, and the ea methods (ea-embed, ea-agent) read the graphs of "
+              "a registered DBP15K pair; load one with `linkedqa data load dbp15k-fr-en` (or dbp15k-ja-en, "
+              "dbp15k-zh-en)")
+#: Accepted yes/no gold answers (lower-cased) -> the stored answer (as the StrategyQA loader stores it).
+YESNO = {"yes": "yes", "true": "yes", "no": "no", "false": "no"}
 
 
 class BadRecord(ValueError):
@@ -104,12 +123,67 @@ def _mentions(obj: dict[str, Any], raw_question: str, lead: int, question: str) 
     return out
 
 
-def parse_record(obj: Any, dataset: str) -> dict[str, Any]:
+def check_task(task: str) -> str:
+    """The task kind of an import, when an import can have it.
+
+    Raises:
+        ValueError: An unknown kind, or ``ea`` (:data:`EA_REFUSED`).
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown task kind {task!r}; task kinds: {', '.join(TASKS)}")
+    if task == "ea":
+        raise ValueError(EA_REFUSED)
+    return task
+
+
+def require_gold(row: Row, task: str) -> Row:
+    """Check that a row holds the gold a method of kind ``task`` needs to be scored.
+
+    ``qa`` needs nothing more (a question without ``gold_answers`` is answered and not scored). For the other
+    kinds ``gold_entities``, ``gold_answer_qids`` and the mentions' ``qid`` hold Wikidata QIDs, and ``el`` needs
+    ``gold_entities`` (the linking metrics), ``kgqa`` ``gold_answer_qids`` or ``gold_answers`` (QALD F1),
+    ``kgqa-open`` ``gold_answers`` (the ToG metrics score a question without them as a miss), ``yesno`` exactly
+    one yes/no answer (stored as ``yes``/``no``). A ``kgqa`` record's ``gold_literals`` (its literal answers alone,
+    when ``gold_answers`` also holds the entity answers' labels) is checked by :func:`parse_record` and kept in
+    ``meta``, where QALD F1 reads it as the built-in QALD loaders write it.
+
+    Returns:
+        The row (``yesno``: its answer as ``yes``/``no``).
+
+    Raises:
+        BadRecord: Naming the task kind and what is missing or wrong.
+    """
+    if task == DEFAULT_TASK:
+        return row
+    for key in ("gold_entities", "gold_answer_qids"):
+        for i, v in enumerate(row[key]):
+            if not is_qid(v):
+                raise BadRecord(f"task {task}: {key} item {i} {v!r} is not a Wikidata QID (Q followed by digits)")
+    for i, m in enumerate(row["gold_mentions"]):
+        if m["qid"] is not None and not is_qid(m["qid"]):
+            raise BadRecord(f"task {task}: gold_mentions[{i}] qid {m['qid']!r} is not a Wikidata QID")
+    if task == "el" and not row["gold_entities"]:
+        raise BadRecord("task el needs gold_entities (the QIDs of the entities the question mentions)")
+    if task == "kgqa" and not (row["gold_answer_qids"] or row["gold_answers"]):
+        raise BadRecord("task kgqa needs gold_answers or gold_answer_qids")
+    if task == "kgqa-open" and not row["gold_answers"]:
+        raise BadRecord("task kgqa-open needs gold_answers")
+    if task == "yesno":
+        answers = row["gold_answers"]
+        if len(answers) != 1 or answers[0].lower() not in YESNO:
+            raise BadRecord(f'task yesno needs exactly one gold_answers item: true, false, "yes" or "no" '
+                            f"(got {json.dumps(answers)})")
+        row["gold_answers"] = [YESNO[answers[0].lower()]]
+    return row
+
+
+def parse_record(obj: Any, dataset: str, task: str = DEFAULT_TASK) -> dict[str, Any]:
     """Validate one decoded JSONL object and build its ``questions`` row.
 
     Args:
         obj: The decoded JSON value of one line.
         dataset: Dataset name for the row.
+        task: The import's task kind (:func:`require_gold`).
 
     Returns:
         The row.
@@ -153,7 +227,9 @@ def parse_record(obj: Any, dataset: str) -> dict[str, Any]:
         raise BadRecord(f"'meta' must be an object, got {type(meta_in).__name__}")
     meta = dict(meta_in or {})
     meta.update({k: v for k, v in obj.items() if k not in KNOWN_KEYS})
-    return question_row(
+    if task == "kgqa" and meta.get("gold_literals") is not None:  # QALD F1 reads it (tasks.metrics.registry)
+        meta["gold_literals"] = _str_list(meta, "gold_literals", scalars=True)
+    row = question_row(
         dataset, split, qid, question,
         gold_entities=_str_list(obj, "gold_entities"),
         gold_answers=_str_list(obj, "gold_answers", scalars=True),
@@ -162,24 +238,28 @@ def parse_record(obj: Any, dataset: str) -> dict[str, Any]:
         sparql=(sparql or "").strip() or None,
         meta=meta,
     )
+    return require_gold(row, task)
 
 
-def import_jsonl(path: Path | str, name: str) -> LoadedDataset:
+def import_jsonl(path: Path | str, name: str, task: str = DEFAULT_TASK) -> LoadedDataset:
     """Import a user JSONL file of questions as dataset ``name``.
 
     Args:
         path: The JSONL file (``.gz`` accepted).
         name: Dataset name; must be a safe path component and not a built-in dataset's name.
+        task: Task kind of the questions (:data:`TASKS` but ``ea``); each record is checked for its gold.
 
     Returns:
         The dataset (splits in first-seen order) with one reject per bad line.
 
     Raises:
         storage.layout.LayoutError: When ``name`` is not a safe name.
+        ValueError: When ``task`` is unknown or ``ea`` (:func:`check_task`).
         FileNotFoundError: When the file does not exist.
         DatasetError: When a compressed file is truncated or unreadable.
     """
     safe_name(name, "dataset name")
+    check_task(task)
     path = require_file(Path(path))
     b = DatasetBuilder(name)
     b.source(path)
@@ -209,7 +289,7 @@ def import_jsonl(path: Path | str, name: str) -> LoadedDataset:
                              line=n, offset=here)
                     continue
                 try:
-                    row = parse_record(obj, name)
+                    row = parse_record(obj, name, task)
                 except BadRecord as exc:
                     b.reject(path, f"line {n}: {exc}", raw, line=n, offset=here)
                     continue

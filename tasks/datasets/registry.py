@@ -5,7 +5,8 @@ Outputs: a ``LoadedDataset`` (questions per split, rejects, source files).
 
 Adding a dataset: write ``load(data_root: Path) -> LoadedDataset`` in a module of this package (use
 ``tasks.datasets.base.DatasetBuilder`` and ``question_row``) and add one ``DatasetSpec`` line to ``REGISTRY``.
-User files go through ``import_jsonl`` instead (``linkedqa data import``).
+User files go through ``import_jsonl`` instead (``linkedqa data import``); their task kind is stored in the
+manifest of the dataset version (``tasks.datasets.store``) and read back by :func:`dataset_task`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import layout
+from storage.catalog import complete_dataset_versions
+from storage.manifest import read_manifest
 from tasks.datasets import dbp15k, entity_qa, jsonl, lcquad2, qald, simplequestions, tog_kgqa, webqsp_el
 from tasks.datasets.base import LoadedDataset
 
@@ -81,13 +84,30 @@ def known_datasets() -> dict[str, str]:
     return {name: spec.description for name, spec in REGISTRY.items()}
 
 
-TASKS = ("el", "qa", "yesno", "kgqa", "ea", "kgqa-open")
+TASKS = jsonl.TASKS
 
 
-def dataset_task(name: str) -> str:
-    """The task kind of a registered dataset; user-imported datasets (``linkedqa data import``) are ``qa``."""
+def dataset_task(name: str, root: Path | None = None, version: str | None = None) -> str:
+    """The task kind of a dataset.
+
+    Args:
+        name: Dataset name.
+        root: ``LINKEDQA_HOME`` (for an imported dataset).
+        version: The stored version of an imported dataset (default: its newest, the one a run reads).
+
+    Returns:
+        A registered dataset's ``DatasetSpec.task``; an imported one's ``task`` from its version's manifest
+        (``linkedqa data import --task``), ``qa`` when the manifest names none or nothing is stored.
+    """
     spec = REGISTRY.get(name)
-    return spec.task if spec is not None else "qa"
+    if spec is not None:
+        return spec.task
+    if version is not None:
+        manifest = read_manifest(layout.dataset_dir(name, version, root))
+    else:
+        stored = [m for d, _, m in complete_dataset_versions(root) if d == name]
+        manifest = stored[-1] if stored else None
+    return (manifest or {}).get("task", jsonl.DEFAULT_TASK)
 
 
 def get_spec(name: str) -> DatasetSpec:
@@ -123,16 +143,16 @@ def load_dataset(name: str, data_root: Path | str | None = None) -> LoadedDatase
     return spec.loader(root)
 
 
-def import_jsonl(path: Path, name: str) -> LoadedDataset:
-    """``linkedqa data import``: a generic JSONL file as dataset ``name`` (``tasks.datasets.jsonl``).
+def import_jsonl(path: Path, name: str, task: str = jsonl.DEFAULT_TASK) -> LoadedDataset:
+    """``linkedqa data import``: a generic JSONL file as dataset ``name`` of kind ``task`` (``tasks.datasets.jsonl``).
 
     Raises:
         storage.layout.LayoutError: When ``name`` is not a safe name.
-        ValueError: When ``name`` is a built-in dataset's name.
+        ValueError: When ``name`` is a built-in dataset's name, or ``task`` is unknown or ``ea``.
         FileNotFoundError: When the file does not exist.
         tasks.datasets.base.DatasetError: When a compressed file is truncated or unreadable.
     """
     layout.safe_name(name, "dataset name")
     if name in REGISTRY:
         raise ValueError(f"{name!r} is a built-in dataset; import under another name")
-    return jsonl.import_jsonl(path, name)
+    return jsonl.import_jsonl(path, name, task)

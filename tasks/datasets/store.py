@@ -1,14 +1,16 @@
 """Persist a loaded dataset as versioned Parquet (``datasets/<name>/<version>/questions/``).
 
-Inputs: a dataset name known to ``tasks.datasets.registry`` (or a generic JSONL file). Outputs: one questions
-part per split folder... (one part file for all splits), a rejects part, and ``manifest.json`` (last) with
-counts per split and the input fingerprints. The version is the hash of the inputs and the loader format, so
-re-loading unchanged files is a no-op. ``manifest.json`` is the folder's done marker (``storage.done``): a folder
-without it is rewritten, after the temp files of a killed write are swept.
+Inputs: a dataset name known to ``tasks.datasets.registry`` (or a generic JSONL file and its task kind). Outputs:
+one questions part per split folder... (one part file for all splits), a rejects part, and ``manifest.json`` (last)
+with counts per split, the task kind and the input fingerprints. The version is the hash of the inputs and the
+loader format (and of an import's task kind), so re-loading unchanged files is a no-op; re-importing a file makes
+its version the newest again, the one runs read. ``manifest.json`` is the folder's done marker (``storage.done``):
+a folder without it is rewritten, after the temp files of a killed write are swept.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from pathlib import Path
 
 from storage import layout
@@ -20,33 +22,58 @@ from storage.parquet_io import write_table
 from storage.schemas import QUESTIONS, fingerprint
 from tasks.datasets.dbp15k import DATASETS as DBP15K_DATASETS
 from tasks.datasets.ea_kg import AlignmentPair, read_kg_tables, read_pair_cached, write_kg_tables
-from tasks.datasets.registry import import_jsonl, load_dataset
+from tasks.datasets.jsonl import DEFAULT_TASK
+from tasks.datasets.registry import get_spec, import_jsonl, load_dataset
 
 LOADER_FORMAT = 1
 
 
-def dataset_version(name: str, sources: list[Path]) -> str:
-    """Content-addressed version of a dataset's inputs."""
+def dataset_version(name: str, sources: list[Path], task: str | None = None) -> str:
+    """Content-addressed version of a dataset's inputs.
+
+    An import's task kind other than the default ``qa`` enters the hash: the same file imported as another kind
+    is another version.
+    """
     fps = [{k: v for k, v in file_fingerprint(p).items() if k != "path"} | {"name": p.name} for p in sources]
-    return f"v{LOADER_FORMAT}-{config_hash({'name': name, 'inputs': fps})}"
+    key = {"name": name, "inputs": fps}
+    if task not in (None, DEFAULT_TASK):
+        key["task"] = task
+    return f"v{LOADER_FORMAT}-{config_hash(key)}"
+
+
+def _precise_now() -> str:
+    """The ``written_at`` of an import: UTC to the microsecond.
+
+    Two imports of a dataset within one second keep their order (``complete_dataset_versions`` sorts by it; the
+    newest is the one runs read).
+    """
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
 
 
 def store_dataset(name: str, data_root: Path, import_file: Path | None = None,
-                  root: Path | None = None) -> ArtifactRef:
+                  root: Path | None = None, task: str = DEFAULT_TASK) -> ArtifactRef:
     """Load and persist a dataset unless the same version is already stored.
+
+    An import of a version stored before rewrites its manifest with a new ``written_at``: the version becomes the
+    dataset's newest again, the one runs read (``latest_dataset_folder``).
 
     Args:
         name: Dataset name (registry name, or the ``--name`` of an import).
         data_root: ``LINKEDQA_DATA``.
         import_file: Generic JSONL to import instead of a registry loader.
         root: Data root.
+        task: Task kind of an import (``tasks.datasets.jsonl.TASKS``); a registered dataset has its registry's.
 
     Returns:
-        Reference to the stored questions.
+        Reference to the stored questions (``extra``: ``dataset``, ``splits``, ``n_rejects``, ``task``).
     """
     layout.safe_name(name, "dataset name")
-    loaded = import_jsonl(import_file, name) if import_file else load_dataset(name, data_root)
-    version = dataset_version(name, list(loaded.sources))
+    if import_file:
+        loaded = import_jsonl(import_file, name, task)
+    else:
+        loaded = load_dataset(name, data_root)
+        task = get_spec(name).task
+    version = dataset_version(name, list(loaded.sources), task if import_file else None)
     folder = layout.dataset_dir(name, version, root)
     m = read_manifest(folder)
     if m is None:
@@ -60,14 +87,18 @@ def store_dataset(name: str, data_root: Path, import_file: Path | None = None,
             "dataset_version": version,
             "splits": {s: len(v) for s, v in sorted(loaded.questions.items())},
             "n_rejects": len(loaded.rejects),
+            "task": task,
             "inputs": [str(p) for p in loaded.sources],
             "schema": fingerprint(QUESTIONS),
         }
-        write_manifest(folder, m)
+        write_manifest(folder, m | ({"written_at": _precise_now()} if import_file else {}))
+    elif import_file and latest_dataset_folder(name, root) != folder:
+        write_manifest(folder, m | {"written_at": _precise_now()})
     return ArtifactRef(table="questions", version=version, row_count=sum(m["splits"].values()),
                        paths=[str(folder / "questions" / layout.part_name(0, 1))],
                        schema_fingerprint=fingerprint(QUESTIONS),
-                       extra={"dataset": name, "splits": m["splits"], "n_rejects": m["n_rejects"]})
+                       extra={"dataset": name, "splits": m["splits"], "n_rejects": m["n_rejects"],
+                              "task": m.get("task", task)})
 
 
 def latest_dataset_folder(name: str, root: Path | None = None) -> Path | None:

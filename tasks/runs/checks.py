@@ -34,6 +34,6 @@ def check_run_config(cfg: RunConfig, root: Path | None = None) -> tuple[Any, Bas
     layout.safe_name(cfg.dataset, "dataset name")
     if cfg.dataset not in known_datasets() and cfg.dataset not in {d for d, _, _ in complete_dataset_versions(root)}:
         raise UnknownDataset(cfg.dataset)
-    task = dataset_task(cfg.dataset)
+    task = dataset_task(cfg.dataset, root)
     method_cls.check_task(cfg.dataset, task)
     return method_cls, settings, task

@@ -84,6 +84,6 @@ def resolve_run(plan: RunPlan | ResolvedRun | str, root: Path | None = None) -> 
         plan = load_plan(plan, home)
     method_cls = get_method(plan.config.method)
     method = method_cls(method_cls.Settings(**plan.method_settings))
-    task = dataset_task(plan.config.dataset)
+    task = dataset_task(plan.config.dataset, home, plan.dataset_version)
     return ResolvedRun(plan=plan, method_cls=method_cls, method=method, task=task,
                        family=method_cls.family_for(task), extra_metrics=method.extra_metrics(task), root=home)
