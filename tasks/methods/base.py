@@ -33,9 +33,13 @@ class UnknownSetting(ValueError):
 
 
 class MethodSettings(BaseModel):
-    """Base of every method's settings (frozen, unknown keys forbidden)."""
+    """Base of every method's settings (frozen, unknown keys forbidden).
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Each field's docstring (the string literal under it) is its pydantic ``description``: the meaning that
+    docs/reference/configuration.md shows for the ``--set`` key, which a test requires of every field.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 TASK_FAMILIES: dict[str, str] = {"el": "linking", "qa": "qa", "yesno": "strategyqa", "kgqa": "qald",

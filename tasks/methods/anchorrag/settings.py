@@ -16,43 +16,39 @@ from tasks.methods.base import MethodSettings
 
 
 class OpenWorldKgSettings(MethodSettings):
-    """Options shared by ``anchorrag`` and ``tog``.
-
-    Attributes:
-        kg: KG backend: ``duckdb`` (the KB version's triple store) or ``sparql`` (``endpoint``).
-        endpoint: SPARQL query URL for ``kg=sparql``.
-        endpoint_timeout_s: Per-request timeout of the endpoint.
-        endpoint_retries: Extra attempts after a failed request.
-        depth: Maximum retrieval depth (paper: L = 3).
-        width: Relations kept per entity and entities kept per relation (paper: b = 3; ToG's beam width).
-        max_keywords: Keywords kept from the keyword prompt.
-        max_relations: Candidate relations shown per entity (bounds the prompt).
-        max_entities_shown: Neighbours shown to the entity-pruning prompt per relation (ToG samples 20).
-        max_triples: Triples shown to one prompt (bounds the context).
-        max_tokens: Completion bound of answer steps (sufficiency, answer, CoT).
-        max_tokens_step: Completion bound of the other steps.
-        temperature: Sampling temperature (0: greedy, reproducible).
-        seed: Sampling seed.
-        guided: Structured outputs: the keyword step is constrained to one line of 1 to
-            ``max_keywords`` comma-separated keywords of at most 8 words each (``agents.keywords_regex``).
-            False = the paper's free-form prompting.
-    """
+    """Options shared by ``anchorrag`` and ``tog``."""
 
     kg: Literal["duckdb", "sparql"] = "duckdb"
+    """KG backend: ``duckdb`` (the KB version's triple store) or ``sparql`` (``endpoint``)."""
     endpoint: str | None = None
+    """SPARQL query URL for ``kg=sparql``."""
     endpoint_timeout_s: float = 10.0
+    """Per-request timeout of the endpoint, in seconds."""
     endpoint_retries: int = 2
+    """Extra attempts after a failed request to the endpoint."""
     depth: int = 3
+    """Maximum retrieval depth (paper: L = 3)."""
     width: int = 3
+    """Relations kept per entity and entities kept per relation (paper: b = 3; ToG's beam width)."""
     max_keywords: int = 6
+    """Keywords kept from the keyword prompt."""
     max_relations: int = 60
+    """Candidate relations shown per entity (bounds the prompt)."""
     max_entities_shown: int = 20
+    """Neighbours shown to the entity-pruning prompt per relation (ToG samples 20)."""
     max_triples: int = 60
+    """Triples shown to one prompt (bounds the context)."""
     max_tokens: int = 192
+    """Completion bound of the answer steps: sufficiency, answer, CoT (at least 16)."""
     max_tokens_step: int = 160
+    """Completion bound of the other steps (at least 16)."""
     temperature: float = 0.0
+    """Sampling temperature (0: greedy, reproducible)."""
     seed: int = 0
+    """Sampling seed."""
     guided: bool = False
+    """Structured outputs: the keyword step is one line of 1 to ``max_keywords`` comma-separated keywords of at
+    most 8 words each (``agents.keywords_regex``). False: the paper's free-form prompting."""
 
     @model_validator(mode="after")
     def _check(self) -> OpenWorldKgSettings:
@@ -67,22 +63,19 @@ class OpenWorldKgSettings(MethodSettings):
 
 
 class AnchorRagSettings(OpenWorldKgSettings):
-    """``--set`` options of ``anchorrag`` (defaults: the paper's §4.2).
-
-    Attributes:
-        m: Anchors, hence parallel retriever agents (paper: 3).
-        k: Relations averaged per candidate in the grounding score, Eq. 2 (paper: 5).
-        n_candidates: Dense-index candidates per keyword.
-        grounding: Relation-aware grounding (False: anchors by name similarity only, the paper's
-            "w/o Entity Grounding" ablation).
-        filter: Triple filtering prompt (False: every pruned triple is kept, "w/o Triples Fine Filtering").
-    """
+    """``--set`` options of ``anchorrag`` (defaults: the paper's §4.2)."""
 
     m: int = 3
+    """Anchors, hence parallel retriever agents (paper: 3)."""
     k: int = 5
+    """Relations averaged per candidate in the grounding score, Eq. 2 (paper: 5)."""
     n_candidates: int = 10
+    """Dense-index candidates per keyword."""
     grounding: bool = True
+    """Relation-aware grounding (False: anchors by name similarity only, the paper's "w/o Entity Grounding"
+    ablation)."""
     filter: bool = True
+    """Triple filtering prompt (False: every pruned triple is kept, "w/o Triples Fine Filtering")."""
 
     @model_validator(mode="after")
     def _check_ar(self) -> AnchorRagSettings:
@@ -92,15 +85,12 @@ class AnchorRagSettings(OpenWorldKgSettings):
 
 
 class TogSettings(OpenWorldKgSettings):
-    """``--set`` options of ``tog``.
-
-    Attributes:
-        search_k: BM25 label-search hits per keyword shown to the anchor choice.
-        max_anchors: Anchors the LLM may choose.
-    """
+    """``--set`` options of ``tog``."""
 
     search_k: int = 5
+    """BM25 label-search hits per keyword shown to the anchor choice."""
     max_anchors: int = 3
+    """Anchors the LLM may choose."""
 
     @model_validator(mode="after")
     def _check_tog(self) -> TogSettings:
@@ -110,9 +100,13 @@ class TogSettings(OpenWorldKgSettings):
 
 
 class CotSettings(MethodSettings):
-    """``--set`` options of ``cot``: ``style`` (``cot``: worked examples, ``io``: answers only) and sampling."""
+    """``--set`` options of ``cot``: the prompt style and sampling."""
 
     style: Literal["cot", "io"] = "cot"
+    """ToG's prompt: ``cot`` (six worked examples with reasoning) or ``io`` (the same questions, answers only)."""
     max_tokens: int = 192
+    """Completion bound of the answer."""
     temperature: float = 0.0
+    """Sampling temperature (0: greedy, reproducible)."""
     seed: int = 0
+    """Sampling seed."""

@@ -76,21 +76,35 @@ class EaAgentSettings(EaEmbedSettings):
     """``--set`` options of ``ea-agent`` (plus the candidate generator's, inherited from ``ea-embed``)."""
 
     k: int = 10
+    """Candidates shown to the LLM per source entity (paper: TEA's top 10)."""
     candidate_k: int = 20
+    """Candidates of the generator stored in rank order: Hits@10 and MRR (after the chosen target) and candidate
+    recall@10/@20 read them."""
     max_triples: int = MAX_TRIPLES
+    """Triples each selector keeps per entity (paper: 5)."""
     rounds: int = 1
+    """Optimisation rounds: round r + 1 runs the path rewritten in round r (paper: 3); above 1 only on ``train``,
+    as the rewards use the gold."""
     rewrite: bool = True
+    """Ask the Path Rewriting prompt after each reward and export the policy-update records as SFT JSONL."""
     alpha: float = ALPHA
+    """Penalty of an unneeded reflection in the reward, Eq. 5 (paper: 0.5)."""
     beta: float = BETA
+    """Path-length coefficient of the reward, Eq. 6 (paper: 0.2)."""
     temperature: float = 0.1
+    """Sampling temperature (paper: 0.1 for its Qwen models)."""
     top_p: float = 1.0
+    """Nucleus sampling top-p."""
     seed: int = 0
+    """Sampling seed."""
     max_tokens_plan: int = 48
+    """Completion bound of path planning and path rewriting."""
     max_tokens_align: int = 96
-    #: Structured outputs: path planning / rewriting constrained to ``1. <ToolName>`` lines over the
-    #: tool pool (``prompting.path_regex``), the Entity Alignment Tool and Reflector replies to exactly one of
-    #: the shown candidates as ``[IRI]`` (``prompting.choice_options``). False = the paper's free-form prompts.
+    """Completion bound of the Entity Alignment Tool and the Reflector."""
     guided: bool = False
+    """Structured outputs: planning and rewriting are ``1. <ToolName>`` lines over the tool pool, the Entity
+    Alignment Tool and the Reflector reply with exactly one shown candidate as ``[IRI]``. False: the paper's
+    free-form prompts."""
 
 
 class SelectPayload(TypedDict):

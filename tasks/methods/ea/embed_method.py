@@ -44,14 +44,24 @@ class EaEmbedSettings(MethodSettings):
     """
 
     k: int = 50
+    """Ranked target candidates stored per source entity (Hits@k, MRR and candidate recall read them)."""
     tune: bool = True
+    """Choose the four signal weights and CSLS on the ``train`` links (the ``w_*`` and ``csls`` given are then
+    not used)."""
     w_name: float = 1.0
+    """Weight of the MiniLM name cosine (0 disables the signal)."""
     w_char: float = 1.0
+    """Weight of the character n-gram cosine of normalised names (0 disables the signal)."""
     w_neighbour: float = 1.0
+    """Weight of the cosine of the mean MiniLM embedding of the neighbours' names (0 disables the signal)."""
     w_anchor: float = 1.0
+    """Weight of the shared seed-aligned neighbours (0 disables the signal)."""
     csls: bool = True
+    """Rank by CSLS, which demotes hub targets, instead of the plain similarity."""
     csls_k: int = 10
+    """Nearest neighbours on the other side whose mean similarity CSLS subtracts."""
     transliterate: bool = True
+    """Romanise kana in the names of the character n-gram signal."""
 
 
 def embed_config(s: EaEmbedSettings) -> EmbedConfig:

@@ -40,26 +40,38 @@ _INDEX = re.compile(r"\[\s*(\d+)\s*\]")
 
 
 class ElaSettings(MethodSettings):
-    """``--set`` options of ``ela``."""
+    """``--set`` options of ``ela`` (sampling and ``k``: the paper's Implementation Details)."""
 
     source: Literal["wikidata", "wikipedia"] = "wikidata"
+    """Knowledge source searched: ``wikidata`` (BM25 over labels and aliases, Wikidata descriptions) or
+    ``wikipedia`` (BM25 over article titles, lead paragraphs as descriptions)."""
     k: int = 50
+    """Candidates shown per mention (paper: 50)."""
     temperature: float = 0.7
+    """Sampling temperature (paper: 0.7)."""
     top_p: float = 0.8
+    """Nucleus sampling top-p (paper: 0.8)."""
     repetition_penalty: float = 1.05
+    """Repetition penalty (paper: 1.05)."""
     max_tokens_search: int = 96
+    """Completion bound of the search step (``<search> Search(m) ... </search>``)."""
     max_tokens_answer: int = 384
+    """Completion bound of the answer step (``<think> ... <answer>[i][j]</answer>``)."""
     seed: int = 0
+    """Sampling seed."""
     fewshot: bool = True
+    """The paper's few-shot turns after the system prompt."""
     export_sft: bool = False
-    #: Completion bound of the one follow-up asked when the answer step hits ``max_tokens_answer`` without an
-    #: ``<answer>`` (``prompts/ela_answer_followup.txt``; recorded in the trajectory, counted in the tokens).
-    #: 0 turns it off: the paper's behaviour, where such an item ends with an error.
+    """Write the self-play data: trajectories whose linked set equals the gold set, as
+    ``runs/<run_id>/sft/part-*.jsonl``."""
     answer_followup_tokens: int = 32
-    #: Structured outputs: the answer step is constrained by a regex to ``<think>`` (at most
-    #: ``GUIDED_THINK_WORDS`` words, no ``<``) then ``<answer>`` with up to ``MAX_MENTIONS`` indexes of the
-    #: candidates shown; the follow-up to ``<answer>...</answer>`` alone. False = the paper's free-form prompting.
+    """Completion bound of the one follow-up asked when the answer step hits ``max_tokens_answer`` without an
+    ``<answer>`` (recorded in the trajectory, counted in the tokens). 0 turns it off: the paper's behaviour, where
+    such an item ends with an error."""
     guided: bool = False
+    """Structured outputs: the answer step is ``<think>`` of at most ``GUIDED_THINK_WORDS`` words then ``<answer>``
+    with up to ``MAX_MENTIONS`` indexes of the candidates shown; the follow-up is ``<answer>...</answer>`` alone.
+    False: the paper's free-form prompting."""
 
 
 def load_prompt(source: str, fewshot: bool = True) -> list[dict[str, str]]:

@@ -23,32 +23,29 @@ class KgAccessSettings(MethodSettings):
 
     ``kg-1hop`` and ``react-kg`` have them (through :class:`KgqaSettings`), and so does ``closed-book``, which links
     its answers to QIDs on KGQA datasets (``tasks.methods.qa.method.ClosedBookSettings``).
-
-    Attributes:
-        kg: KG backend: ``duckdb`` (the KB version's triple store) or ``sparql`` (``endpoint``).
-        endpoint: SPARQL query URL for ``kg=sparql`` (local Oxigraph/Virtuoso, or the public WDQS).
-        endpoint_timeout_s: Per-request timeout of the endpoint.
-        endpoint_retries: Extra attempts after a failed request.
-        max_facts: Outgoing facts fetched per entity.
-        max_candidates: Exact-match candidates kept per entity name.
-        link_answers: Link entity answers back to QIDs (paper §3.7).
-        link_search_k: BM25 candidates for answers without an exact label match (0: exact matches only).
-        kb_gold: Also run each question's gold SPARQL query on the local KB and store the outcome per question
-            (``kgqa.kb_gold``: ``kb_gold_status``, ``kb_gold_n``, ``kb_gold_f1`` and ``kb_gold_answer_f1``,
-            the answer's F1 against the local-KB answers, in ``predictions.scores``).
-        kb_gold_timeout_s: Time bound of one gold query on the local KB.
     """
 
     kg: Literal["duckdb", "sparql"] = "duckdb"
+    """KG backend: ``duckdb`` (the KB version's triple store) or ``sparql`` (``endpoint``)."""
     endpoint: str | None = None
+    """SPARQL query URL for ``kg=sparql`` (local Oxigraph/Virtuoso, or the public WDQS)."""
     endpoint_timeout_s: float = 10.0
+    """Per-request timeout of the endpoint, in seconds."""
     endpoint_retries: int = 2
+    """Extra attempts after a failed request to the endpoint."""
     max_facts: int = 2000
+    """Outgoing facts fetched per entity."""
     max_candidates: int = 8
+    """Exact label/alias matches kept per entity name."""
     link_answers: bool = True
+    """Link entity answers back to QIDs (paper §3.7)."""
     link_search_k: int = 5
+    """BM25 candidates for answers without an exact label match (0: exact matches only)."""
     kb_gold: bool = False
+    """Also run each question's gold SPARQL query on the local KB and store the outcome per question
+    (``kb_gold_status``, ``kb_gold_n``, ``kb_gold_f1``, ``kb_gold_answer_f1`` in ``predictions.scores``)."""
     kb_gold_timeout_s: float = 20.0
+    """Time bound of one gold query on the local KB, in seconds."""
 
     @model_validator(mode="after")
     def _check_access(self) -> KgAccessSettings:
@@ -60,19 +57,16 @@ class KgAccessSettings(MethodSettings):
 
 
 class KgPromptSettings(MethodSettings):
-    """The options of the KGQA paper's prompts (shared with ``closed-book`` on KGQA datasets).
-
-    Attributes:
-        one_shot: The paper's one-shot example in the identify and answer steps.
-        context_tokens: Context window of the model (prompts are cut to fit it, with the completion bound).
-        max_values: Values shown per property.
-        current_date: The "Current date" of the system prompt (fixed so that runs are reproducible).
-    """
+    """The options of the KGQA paper's prompts (shared with ``closed-book`` on KGQA datasets)."""
 
     one_shot: bool = True
+    """The paper's one-shot example in the identify and answer steps."""
     context_tokens: int = 4096
+    """Context window of the model: prompts are cut to fit it with the completion bound (at least 1024)."""
     max_values: int = 10
+    """Values shown per property."""
     current_date: str = "2024-04-11"
+    """The "Current date" of the system prompt (fixed so that runs are reproducible)."""
 
     @model_validator(mode="after")
     def _check_prompt(self) -> KgPromptSettings:
@@ -84,28 +78,25 @@ class KgPromptSettings(MethodSettings):
 
 
 class KgqaSettings(KgAccessSettings, KgPromptSettings):
-    """``--set`` options of ``kg-1hop`` (and the base of ``react-kg``'s).
+    """``--set`` options of ``kg-1hop`` (and the base of ``react-kg``'s): sampling, then KG access and prompts.
 
     The KG access and prompt options of the two bases, plus sampling.
-
-    Attributes:
-        temperature: Sampling temperature (0: greedy, reproducible; the paper used OpenAI's defaults).
-        max_tokens: Completion bound of the answer step.
-        max_tokens_step: Completion bound of the other steps (entity, property, status, disambiguation).
-        cot: Reasoning fields in every JSON answer (the paper's chain of thought).
-        seed: Sampling seed.
-        guided: Structured outputs: every step's JSON object is constrained by a JSON Schema with the
-            prompt's fields in the prompt's order (``tasks.methods.kgqa.agents.step_schema``); the chosen
-            property id, the disambiguated QID and the answer status are enums over what was shown. False =
-            the paper's free-form prompting.
     """
 
     temperature: float = 0.0
+    """Sampling temperature (0: greedy, reproducible; the paper used OpenAI's defaults)."""
     max_tokens: int = 256
+    """Completion bound of the answer step (at least 16)."""
     max_tokens_step: int = 160
+    """Completion bound of the other steps: entity, property, status, disambiguation (at least 16)."""
     cot: bool = True
+    """Reasoning fields in every JSON answer (the paper's chain of thought)."""
     seed: int = 0
+    """Sampling seed."""
     guided: bool = False
+    """Structured outputs: every step's JSON object follows a JSON Schema of the prompt's fields
+    (``tasks.methods.kgqa.agents.step_schema``); property id, QID and answer status are enums of what was shown.
+    False: the paper's free-form prompting."""
 
     @model_validator(mode="after")
     def _check(self) -> KgqaSettings:
@@ -115,15 +106,12 @@ class KgqaSettings(KgAccessSettings, KgPromptSettings):
 
 
 class ReactKgSettings(KgqaSettings):
-    """``--set`` options of ``react-kg``: those of ``kg-1hop`` plus the traversal bounds.
-
-    Attributes:
-        max_depth: Hops the traversal may go from the main entity (paper: 2 in practice; default 3).
-        max_frontier: Entities kept as the current entities of the next hop.
-    """
+    """``--set`` options of ``react-kg``: those of ``kg-1hop`` plus the traversal bounds."""
 
     max_depth: int = 3
+    """Hops the traversal may go from the main entity (paper: 2 in practice)."""
     max_frontier: int = 10
+    """Entities kept as the current entities of the next hop."""
 
     @model_validator(mode="after")
     def _check_depth(self) -> ReactKgSettings:

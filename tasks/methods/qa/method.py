@@ -118,15 +118,22 @@ YESNO_CHOICES = ("yes", "no")
 class QASettings(MethodSettings):
     """``--set`` options shared by the QA methods."""
 
-    max_tokens: int = 0  # 0: the paper's limit (10 new tokens; 1 on yes/no datasets; KGQA: kgqa's default)
+    max_tokens: int = 0
+    """Completion bound of the answer; 0: the paper's limit (10 new tokens, 1 on yes/no datasets; on KGQA
+    datasets ``kg-1hop``'s default)."""
     temperature: float = 0.0
+    """Sampling temperature (0: greedy decoding, as the paper)."""
     seed: int = 0
-    cot: bool | None = None  # KGQA closed-book only: reasoning before the answer (default on, as the QALD paper)
-    system: str = ""  # optional system message (the paper has none; e.g. "Answer with a few words.")
-    max_doc_words: int = 2400  # bound on document words in one prompt (the engine's context is finite)
-    #: Structured outputs: on yes/no datasets (StrategyQA) the answer is the choice ``yes``/``no``;
-    #: on KGQA datasets closed-book's JSON steps get the KGQA JSON schemas. False = the papers' free-form prompts.
+    """Sampling seed."""
+    cot: bool | None = None
+    """``closed-book`` on KGQA datasets only: reasoning before the answer (unset: on, as the QALD paper)."""
+    system: str = ""
+    """System message (the paper has none; e.g. "Answer with a few words.")."""
+    max_doc_words: int = 2400
+    """Bound on the document words of one prompt (the engine's context is finite)."""
     guided: bool = False
+    """Structured outputs: on yes/no datasets (StrategyQA) the answer is the choice ``yes``/``no``; on KGQA datasets
+    closed-book's JSON steps follow the KGQA JSON schemas. False: the papers' free-form prompts."""
 
 
 class ClosedBookSettings(QASettings, KgAccessSettings, KgPromptSettings):
@@ -136,13 +143,11 @@ class ClosedBookSettings(QASettings, KgAccessSettings, KgPromptSettings):
     the KB (``tasks.methods.kgqa.agents.closed_book_kg_agent``), so the run also reads the KG access and answer
     linking options (:class:`~tasks.methods.kgqa.settings.KgAccessSettings`) and the KGQA prompts' options
     (:class:`~tasks.methods.kgqa.settings.KgPromptSettings`); they change nothing on other datasets.
-
-    Attributes:
-        max_tokens_step: KGQA datasets only: completion bound of the linking steps (0: ``min(max_tokens, 160)``
-            with ``max_tokens``' KGQA value).
     """
 
     max_tokens_step: int = 0
+    """KGQA datasets only: completion bound of the linking steps (0: ``min(max_tokens, 160)`` with ``max_tokens``'
+    KGQA value)."""
 
     def kgqa(self) -> KgqaSettings:
         """These options as the KGQA family's settings (what its closed-book step machine and tools read).
@@ -169,15 +174,21 @@ class RagSettings(QASettings):
     """``--set`` options of ``bm25-rag`` / ``dense-rag``."""
 
     docs: int = 4
-    eval_k: int = 20  # passages kept in the trajectory for nDCG/MRR/top-k (paper: k up to 100)
+    """Passages in the prompt, best first (paper: 4)."""
+    eval_k: int = 20
+    """Passages kept in the trajectory for the retrieval metrics nDCG/MRR/top-k (paper: k up to 100)."""
 
 
 class ERSettings(QASettings):
     """``--set`` options of ``er``."""
 
     words: int = 100
+    """First words of each entity's article in the prompt (paper: 50, 100, 300, 1000; 0: the whole article)."""
     entities: str = "gold"
+    """Where the salient entities come from: ``gold`` (the dataset's annotations) or ``run:<run_id>`` (the entities
+    an earlier linking run predicted, e.g. an ELA run)."""
     max_entities: int = 4
+    """Entities per question whose articles enter the prompt."""
 
 
 def _sampling(settings: QASettings, task: str) -> SamplingConfig:

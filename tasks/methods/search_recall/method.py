@@ -22,7 +22,9 @@ class SearchRecallSettings(MethodSettings):
     """``--set`` options of ``search-recall``."""
 
     source: Literal["wikidata", "wikipedia"] = "wikidata"
+    """Index searched: ``wikidata`` (BM25 over labels and aliases) or ``wikipedia`` (BM25 over article titles)."""
     k: int = 50
+    """Candidates kept per mention (``recall@1/10/50`` read the first 1, 10 and 50 of them)."""
 
 
 def search_recall_agent(settings: SearchRecallSettings, kb_qids: set[str]):
