@@ -11,27 +11,28 @@ from tasks.fetch_tasks import fetch_datasets_task
 
 @flow(name="fetch_benchmarks")
 def fetch_benchmarks(names: list[str] | None = None, all_datasets: bool = False, to: str | None = None,
-                     mirror: str | None = None) -> dict[str, list[FetchedFile]]:
-    """Fetch the named datasets (or every fetchable one) into ``to`` (default ``LINKEDQA_DATA``).
+                     mirror: str | None = None, kb_sample: bool = False) -> dict[str, list[FetchedFile]]:
+    """Fetch the named datasets (or every fetchable one) and the sample KB's inputs into ``to``.
 
     Args:
         names: Dataset names (``linkedqa data list``).
         all_datasets: Add every dataset with a public source (the others are listed as skipped).
-        to: Data root to fill.
+        to: Data root to fill (default: ``storage.layout.data_root``).
         mirror: Mirror base replacing https://raw.githubusercontent.com (default ``$LINKEDQA_MIRROR``).
+        kb_sample: Also fetch every input of ``linkedqa kb build --sample`` (reported as ``kb-sample``).
 
     Returns:
-        Dataset name -> outcome per file.
+        Dataset name (or ``kb-sample``) -> outcome per file.
 
     Raises:
-        ValueError: No names and not ``all_datasets``.
+        ValueError: No names, not ``all_datasets`` and not ``kb_sample``.
     """
     names = list(names or [])
     if all_datasets:
         names += [n for n in DATASET_FILES if n not in names]
         for name, why in NOT_FETCHABLE.items():
             print(f"{name}: skipped ({why})")
-    if not names:
-        raise ValueError("give dataset names or --all (see `linkedqa data list`)")
+    if not names and not kb_sample:
+        raise ValueError("give dataset names, --all or --kb-sample (see `linkedqa data list`)")
     root = str(layout.data_root(required=False) if to is None else to)
-    return fetch_datasets_task(names, root, mirror)
+    return fetch_datasets_task(names, root, mirror, kb_sample)

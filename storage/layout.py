@@ -54,8 +54,15 @@ def home() -> Path:
     return Path(os.environ.get("LINKEDQA_HOME") or "warehouse").resolve()
 
 
+#: The real data folder beside the checkout, when there is one.
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
 def data_root(required: bool = True) -> Path:
-    """Where raw inputs are read: ``$LINKEDQA_DATA`` or ``../shared/data`` beside the repository.
+    """Where raw inputs are read.
+
+    ``$LINKEDQA_DATA``, else ``../shared/data`` beside the repository when it exists, else ``$LINKEDQA_HOME/data``
+    (where ``linkedqa data fetch`` and ``make demo`` put what they download).
 
     Args:
         required: Raise when the folder does not exist.
@@ -64,11 +71,12 @@ def data_root(required: bool = True) -> Path:
         LayoutError: When required and missing (tests and the demo fail loudly instead of skipping).
     """
     env = os.environ.get("LINKEDQA_DATA")
-    root = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+    root = Path(env) if env else SHARED_DATA if SHARED_DATA.is_dir() else home() / "data"
     root = root.resolve()
     if required and not root.is_dir():
         raise LayoutError(
-            f"real data folder not found: {root} (set LINKEDQA_DATA to the shared/data directory)"
+            f"real data folder not found: {root} (set LINKEDQA_DATA to a data folder, or fetch one: "
+            "`linkedqa data fetch --kb-sample NAME..`)"
         )
     return root
 

@@ -71,11 +71,12 @@ def cmd_data_fetch(a: argparse.Namespace) -> int:
     """``linkedqa data fetch NAME..``: the ``fetch_benchmarks`` flow (official locations into LINKEDQA_DATA)."""
     from flows.fetch_benchmarks import fetch_benchmarks  # heavy: pulls prefect
 
-    if not a.names and not a.all:
-        raise ValueError("give dataset names or --all (see `linkedqa data list`)")
+    if not a.names and not a.all and not a.kb_sample:
+        raise ValueError("give dataset names, --all or --kb-sample (see `linkedqa data list`)")
     root = Path(a.to).resolve() if a.to else layout.data_root(required=False)
     start_prefect()
-    results = fetch_benchmarks(names=list(a.names), all_datasets=a.all, to=str(root), mirror=a.mirror)
+    results = fetch_benchmarks(names=list(a.names), all_datasets=a.all, to=str(root), mirror=a.mirror,
+                               kb_sample=a.kb_sample)
     for name, files in results.items():
         got = sum(f.action == "downloaded" for f in files)
         print(f"{name}: {len(files)} file(s) verified ({got} downloaded, {len(files) - got} already present)")

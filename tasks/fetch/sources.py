@@ -13,6 +13,9 @@ content, and compressed again with GNU ``gzip -9`` under the same name and mtime
 bytes. Without GNU gzip, Python's zlib is used: same content (verified), different compressed bytes.
 ``post=HeadLines(n)`` keeps the first ``n`` lines of the upstream file (how the collector cut it).
 
+The sample KB (``SAMPLE_KB_FILES``): every file ``linkedqa kb build --sample`` reads, pinned the same way; those that
+no benchmark loader reads are listed in ``kb_sample.tsv`` beside this module (``linkedqa data fetch --kb-sample``).
+
 Wikimedia dumps: ``wikidata_dump_urls`` / ``wikipedia_dump_urls`` build the official URLs; ``latest`` is resolved
 to a concrete date through the dumps index page (the newest dated folder whose published sums list the file), so
 the downloaded file name carries the date and ``linkedqa kb build`` pins the KB version by it
@@ -58,6 +61,8 @@ __all__ = [
     "FILES",
     "NOT_FETCHABLE",
     "RAW_GITHUB",
+    "SAMPLE_KB",
+    "SAMPLE_KB_FILES",
     "BenchmarkFile",
     "DumpNotFound",
     "DumpUrls",
@@ -71,7 +76,10 @@ __all__ = [
     "download_wikipedia_dump",
     "fetch_benchmark_file",
     "fetch_datasets",
+    "fetch_groups",
+    "file_groups",
     "file_is_present",
+    "missing_files",
     "mirror_url",
     "parse_sums",
     "resolve_latest",
@@ -318,8 +326,9 @@ def _resumed(res: DownloadResult) -> str:
 
 
 def fetch_datasets(names: Iterable[str], root: Path, *, mirror: str | None = None, progress: bool = True,
-                   on_file: Callable[[FetchedFile], None] | None = None) -> dict[str, list[FetchedFile]]:
-    """Fetch every file of the given datasets into ``root`` (files shared by datasets are fetched once).
+                   on_file: Callable[[FetchedFile], None] | None = None,
+                   kb_sample: bool = False) -> dict[str, list[FetchedFile]]:
+    """Fetch every file of the given datasets (and of the sample KB) into ``root``.
 
     Args:
         names: Registered dataset names (validated before anything is downloaded).
@@ -327,20 +336,39 @@ def fetch_datasets(names: Iterable[str], root: Path, *, mirror: str | None = Non
         mirror: Mirror base URL (``None``: ``LINKEDQA_MIRROR`` or the official locations).
         progress: Progress bars on a terminal.
         on_file: Called after each file (for progress lines).
+        kb_sample: Also fetch ``SAMPLE_KB_FILES`` (reported under ``SAMPLE_KB``).
 
     Returns:
-        Dataset name -> outcome per file.
+        Dataset name (or ``SAMPLE_KB``) -> outcome per file.
 
     Raises:
         tasks.datasets.registry.UnknownDataset, NotFetchable: Before any download.
         tasks.fetch.http.FetchError: On the first file that fails (files already done stay; a re-run skips them).
     """
-    plan = {name: dataset_files(name) for name in names}
+    return fetch_groups(file_groups(names, kb_sample), root, mirror=mirror, progress=progress, on_file=on_file)
+
+
+def file_groups(names: Iterable[str], kb_sample: bool = False) -> dict[str, list[BenchmarkFile]]:
+    """Dataset name (and ``SAMPLE_KB``) -> its registered files.
+
+    Raises:
+        tasks.datasets.registry.UnknownDataset, NotFetchable: For a name that cannot be fetched.
+    """
+    groups = {name: dataset_files(name) for name in names}
+    if kb_sample:
+        groups[SAMPLE_KB] = [FILES[p] for p in SAMPLE_KB_FILES]
+    return groups
+
+
+def fetch_groups(groups: dict[str, list[BenchmarkFile]], root: Path, *, mirror: str | None = None,
+                 progress: bool = True, on_file: Callable[[FetchedFile], None] | None = None
+                 ) -> dict[str, list[FetchedFile]]:
+    """Fetch every file of every group into ``root``; a file shared by groups is fetched once."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     done: dict[str, FetchedFile] = {}
     out: dict[str, list[FetchedFile]] = {}
-    for name, files in plan.items():
+    for name, files in groups.items():
         out[name] = []
         for bf in files:
             if bf.path not in done:
@@ -349,6 +377,11 @@ def fetch_datasets(names: Iterable[str], root: Path, *, mirror: str | None = Non
                     on_file(done[bf.path])
             out[name].append(done[bf.path])
     return out
+
+
+def missing_files(paths: Iterable[str], root: Path) -> list[str]:
+    """The registered files among ``paths`` that are not under ``root`` (existence only; a fetch verifies)."""
+    return [p for p in paths if not (Path(root) / p).is_file()]
 
 
 # ------------------------------------------------------------------------------------- Wikimedia dumps
@@ -874,6 +907,38 @@ FILES: dict[str, BenchmarkFile] = {f.path: f for f in (
                   post=Gzip("vital_articles_entities_2019.csv", 1795325159,
                             "79b950bbbdb48ba1d8b3269a7773b2f7df50184f3064d56e31273b9c971562f8")),
 )}
+
+#: The pseudo-dataset name of the sample KB's inputs in ``linkedqa data fetch`` output.
+SAMPLE_KB = "kb-sample"
+
+
+def _sample_kb_pins() -> dict[str, BenchmarkFile]:
+    """The sample KB's files that no benchmark loader reads, from ``kb_sample.tsv``."""
+    out = {}
+    for line in (Path(__file__).with_name("kb_sample.tsv")).read_text(encoding="utf-8").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        path, repo, commit, repo_path, sha, post = line.split("\t")
+        gz = None
+        if post:
+            kind, name, mtime, content = post.split(":")
+            if kind != "gzip":
+                raise ValueError(f"kb_sample.tsv: {path}: unknown post-processing {post!r}")
+            gz = Gzip(name, int(mtime), content)
+        out[path] = BenchmarkFile(path, Repo(repo, commit), repo_path, sha, gz)
+    return out
+
+
+_SAMPLE_ONLY = _sample_kb_pins()
+FILES.update(_SAMPLE_ONLY)
+
+#: Every file ``linkedqa kb build --sample`` reads (``tasks.kb.plan.sample_inputs`` and the CMU articles it reads
+#: through the FactoidQA question files), benchmark files included.
+SAMPLE_KB_FILES: tuple[str, ...] = (
+    *_SAMPLE_ONLY,
+    "wikipedia-vital-articles/vital_articles_entities_2019.csv.gz",
+    *(f"factoidqa-cmu/{y}/question_answer_pairs.txt" for y in ("S08", "S09", "S10")),
+)
 
 _EQ_RELATIONS = ("P106", "P112", "P127", "P131", "P136", "P159", "P17", "P170", "P175", "P176", "P19", "P20", "P26",
                  "P264", "P276", "P36", "P40", "P407", "P413", "P495", "P50", "P69", "P740", "P800")

@@ -164,8 +164,8 @@ def sample_inputs(data: Path, shards_per_file: int = 1) -> list[InputSpec]:
     add("wikidata-json", f"{wd}/opentapioca/short_stream.json.bz2", "wikidata-json")
     for rel in sorted((data / wd).rglob("*.json")):
         name = rel.name
-        if name.startswith(("cirrus_", "results_with_")):
-            continue  # API responses that are not entity documents
+        if name.startswith(("cirrus_", "results_with_")) or name.endswith((".meta.json", ".part.json")):
+            continue  # API responses that are not entity documents; a fetch's sidecars (tasks.fetch.http)
         add("entity-file", str(rel.relative_to(data)), "entity-file")
     for f in ("labels.en", "aliases.en", "descriptions.en", "derived.P31", "derived.P279", "claims.time"):
         add("kgtk", f"kgtk-arnold/{f}.tsv.gz", "kgtk")

@@ -2,6 +2,9 @@
 
 This is the first command of the README, so it runs as a user runs it (a subprocess of the console entry point), only
 with one ELA question and a shorter answer budget so that its worst case fits the suite's time budget on a slow CPU.
+It runs as on a machine without the data folder: ``LINKEDQA_DATA`` names an empty place and ``LINKEDQA_MIRROR`` a
+loopback mirror of the public sources built from ``../shared/data`` (``tests/mirror.py``), so the demo first fetches
+its inputs, then builds the same sample KB version as ``../shared/data`` gives.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import duckdb
 import pytest
 
 from storage import layout
+from tasks.fetch.sources import DATASET_FILES, SAMPLE_KB_FILES
+from tasks.kb.plan import plan_from_inputs
+from tests.mirror import put_registry_files, serving
 
 pytestmark = pytest.mark.llm
 
@@ -26,20 +32,29 @@ def test_demo_runs_through_the_real_cli(tmp_path: Path, embedded_models_root: Pa
     from tasks.llm.models import prepare_embedded_model
 
     prepare_embedded_model(embedded_models_root)  # the session's one conversion (idempotent); the demo reuses it
-    home = tmp_path / "warehouse"
+    home, data = tmp_path / "warehouse", tmp_path / "no-data-yet"
+    demo_files = (*SAMPLE_KB_FILES, *DATASET_FILES["webqsp-el"])
+    put_registry_files(tmp_path / "mirror", data_root, demo_files)
     # a user's shell: nothing of the test session's Prefect harness leaks in
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update({"LINKEDQA_HOME": str(home), "LINKEDQA_MODELS": str(embedded_models_root),
-                "LINKEDQA_DATA": str(data_root), "LINKEDQA_PROGRESS": "plain"})
+                "LINKEDQA_DATA": str(data), "LINKEDQA_PROGRESS": "plain"})
     linkedqa = Path(sys.executable).parent / "linkedqa"
-    proc = subprocess.run([str(linkedqa), "demo", "--limit", "1", "--shards", "1", "--max-tokens-answer", "128"],
-                          cwd=layout.REPO_ROOT, env=env, capture_output=True, text=True, timeout=840)
+    with serving(tmp_path / "mirror") as mirror:
+        env["LINKEDQA_MIRROR"] = mirror.url
+        proc = subprocess.run([str(linkedqa), "demo", "--limit", "1", "--shards", "1", "--max-tokens-answer", "128"],
+                              cwd=layout.REPO_ROOT, env=env, capture_output=True, text=True, timeout=840)
     out = proc.stdout
     assert proc.returncode == 0, f"demo failed ({proc.returncode}):\n{out[-3000:]}\n{proc.stderr[-3000:]}"
-    # every step ran, shown as the command that re-runs it
-    for cmd in ("linkedqa kb build --sample", "linkedqa models prepare", "linkedqa run search-recall",
-                "linkedqa run ela --dataset webqsp-el --split test --limit 1 --shards 1"):
+    # every step ran, shown as the command that re-runs it: first the fetch of its inputs, byte for byte
+    for cmd in ("linkedqa data fetch --kb-sample webqsp-el", "linkedqa kb build --sample", "linkedqa models prepare",
+                "linkedqa run search-recall", "linkedqa run ela --dataset webqsp-el --split test --limit 1 --shards 1"):
         assert cmd in out
+    assert f"fetch the demo's inputs ({len(demo_files)} files" in out and f"data root: {data}" in out
+    assert [p for p in demo_files if (data / p).read_bytes() != (data_root / p).read_bytes()] == []
+    # the KB built from the fetched files is the sample KB version that ../shared/data gives
+    kb = json.loads(next((home / "kb").glob("sample-*/manifest.json")).read_text())
+    assert kb["version"] == plan_from_inputs(sample=True, data_root=data_root).version
     # every staged input's last progress line reached its total (the CMU articles once ended at "0 B/84.2 KiB
     # 0%"), and no line holds the end of another (a worker's line once landed between a line and its newline)
     lines = out.splitlines()

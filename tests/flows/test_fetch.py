@@ -1,10 +1,10 @@
 """``linkedqa data fetch`` / ``linkedqa kb download`` against a loopback HTTP mirror of the official locations.
 
-The mirror is a temp tree laid out like raw.githubusercontent.com (``<owner>/<repo>/<commit>/<path>``) and
-dumps.wikimedia.org (``wikidatawiki/entities/<date>/``, ``enwiki/<date>/``), filled from the real files of
-``../shared/data``: upstream bytes for the benchmarks (gunzipped where the collector gzip'd them), the real
-49-entity Wikidata dump sample and a real enwiki pages-articles sample for the dumps, with sums files computed here.
-The server speaks HTTP Range (206 / 416), can cut a response after N bytes, and logs every request.
+The mirror (``tests/mirror.py``) is a temp tree laid out like raw.githubusercontent.com
+(``<owner>/<repo>/<commit>/<path>``) and dumps.wikimedia.org (``wikidatawiki/entities/<date>/``, ``enwiki/<date>/``),
+filled from the real files of ``../shared/data``: upstream bytes for the benchmarks and the sample KB's inputs
+(gunzipped where the collector gzip'd them), the real 49-entity Wikidata dump sample and a real enwiki
+pages-articles sample for the dumps, with sums files computed here.
 """
 
 from __future__ import annotations
@@ -15,12 +15,8 @@ import json
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -30,6 +26,7 @@ from tasks.fetch.sources import (
     DATASET_FILES,
     FILES,
     NOT_FETCHABLE,
+    SAMPLE_KB_FILES,
     Gzip,
     HeadLines,
     dataset_files,
@@ -38,7 +35,9 @@ from tasks.fetch.sources import (
     wikidata_dump_urls,
     wikipedia_dump_urls,
 )
+from tasks.kb.plan import plan_from_inputs, sample_inputs
 from tests.cli_env import user_shell_env
+from tests.mirror import MirrorServer, mirror_path, put, put_registry_files, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 DUMP_DATE = "20250101"
@@ -52,123 +51,6 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# ------------------------------------------------------------------------------------------ the mirror
-class MirrorServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, root: Path):
-        super().__init__(("127.0.0.1", 0), MirrorHandler)
-        self.root = root
-        self.log: list[dict] = []  # one entry per GET: path, range header, status, bytes sent
-        self.cut: dict[str, int] = {}  # path -> bytes of the body to send before dropping the connection (once)
-        self.ignore_range: set[str] = set()  # paths answered with 200 even to a Range request
-        self.lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def requests_for(self, path: str) -> list[dict]:
-        """The requests for `path`, each once its handler has finished: a client can read the last byte
-        and return before the handler thread records what it sent (CI saw `sent` 0 for a full body)."""
-        with self.lock:
-            entries = [e for e in self.log if e["path"] == path]
-        for e in entries:
-            assert e["done"].wait(10), f"the mirror's handler for {e['path']} did not finish"
-        return entries
-
-
-class MirrorHandler(BaseHTTPRequestHandler):
-    server: MirrorServer
-
-    def log_message(self, *args) -> None:  # keep pytest output clean
-        pass
-
-    def do_GET(self) -> None:
-        path = unquote(urlsplit(self.path).path)
-        entry = {"path": path, "range": self.headers.get("Range"), "status": None, "sent": 0,
-                 "done": threading.Event()}
-        with self.server.lock:
-            self.server.log.append(entry)
-        try:
-            self._get(path, entry)
-        finally:
-            entry["done"].set()
-
-    def _get(self, path: str, entry: dict) -> None:
-        fs = (self.server.root / path.lstrip("/")).resolve()
-        if not fs.is_relative_to(self.server.root.resolve()) or not fs.exists():
-            return self._plain(entry, 404, b"not found\n")
-        if fs.is_dir():
-            # like the nginx autoindex of dumps.wikimedia.org
-            links = "".join(f'<a href="{p.name}{"/" if p.is_dir() else ""}">{p.name}</a>\n'
-                            for p in sorted(fs.iterdir()))
-            return self._plain(entry, 200, f"<html><body><pre>\n{links}</pre></body></html>\n".encode(),
-                               "text/html")
-        data = fs.read_bytes()
-        size = len(data)
-        etag = f'"{size:x}-{int(fs.stat().st_mtime):x}"'
-        start, status = 0, 200
-        m = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
-        if_range = self.headers.get("If-Range")
-        if m and path not in self.server.ignore_range and (if_range is None or if_range == etag):
-            start = int(m.group(1))
-            if start >= size:
-                entry["status"] = 416
-                self.send_response(416)
-                self.send_header("Content-Range", f"bytes */{size}")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            status = 206
-        body = data[start:]
-        entry["status"] = status
-        self.send_response(status)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("ETag", etag)
-        self.send_header("Last-Modified", formatdate(fs.stat().st_mtime, usegmt=True))
-        self.send_header("Accept-Ranges", "bytes")
-        if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
-        self.end_headers()
-        with self.server.lock:
-            cut = self.server.cut.pop(path, None)
-        if cut is not None:
-            body = body[:cut]
-        self.wfile.write(body)
-        self.wfile.flush()
-        entry["sent"] = len(body)
-        if cut is not None:
-            self.close_connection = True  # the client sees fewer bytes than Content-Length announced
-
-    def _plain(self, entry: dict, status: int, body: bytes, ctype: str = "text/plain") -> None:
-        entry["status"] = status
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-        entry["sent"] = len(body)
-
-
-def mirror_path(url: str) -> str:
-    """Path of an official URL on the mirror (the mirror replaces scheme + host)."""
-    return unquote(urlsplit(url).path)
-
-
-def put(root: Path, path: str, data: bytes) -> None:
-    dest = root / path.lstrip("/")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(data)
-
-
-def upstream_bytes(data_root: Path, rel: str) -> bytes:
-    """What the official location serves for a registry file (the collector gzip'd some of them)."""
-    data = (data_root / rel).read_bytes()
-    return gzip.decompress(data) if isinstance(FILES[rel].post, Gzip) else data
-
-
 def sums_file(files: dict[str, bytes], algo: str) -> bytes:
     return "".join(f"{hashlib.new(algo, d).hexdigest()}  {n}\n" for n, d in files.items()).encode()
 
@@ -176,9 +58,8 @@ def sums_file(files: dict[str, bytes], algo: str) -> bytes:
 @pytest.fixture()
 def mirror(tmp_path: Path, data_root: Path) -> Iterator[MirrorServer]:
     root = tmp_path / "mirror"
-    for name in ("qald-9-plus", "triviaqa", "strategyqa", "lcquad2-sample"):
-        for bf in dataset_files(name):
-            put(root, mirror_path(bf.url), upstream_bytes(data_root, bf.path))
+    put_registry_files(root, data_root, {bf.path for name in ("qald-9-plus", "triviaqa", "strategyqa",
+                                                               "lcquad2-sample") for bf in dataset_files(name)})
     # Wikidata: a complete dump folder, a newer unfinished one (no all.json.gz yet), an older one with a wrong sum
     wd = wikidata_dump_urls(DUMP_DATE)
     dump = (data_root / WD_SAMPLE).read_bytes()
@@ -198,15 +79,8 @@ def mirror(tmp_path: Path, data_root: Path) -> Iterator[MirrorServer]:
     xml = (data_root / WP_SAMPLE).read_bytes()
     put(root, mirror_path(wp.dump), xml)
     put(root, mirror_path(wp.md5sums), sums_file({wp.file_name: xml}, "md5"))
-    server = MirrorServer(root)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(root) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def cli(*args: str, home: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -230,12 +104,18 @@ def test_registry_pins_and_sources_match_shared_data(data_root: Path):
         cells = [c.strip().strip("`") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
         if len(cells) == 8 and re.fullmatch(r"[0-9a-f]{40}", cells[3]):
             rows[cells[1]] = cells
+    # the FactoidQA article texts are one row of SOURCES.md (a path pattern for 150 files)
+    cmu = rows["factoidqa-cmu/S??/data/set?/a*.txt.clean.gz"]
     assert set(DATASET_FILES) | set(NOT_FETCHABLE) == set(REGISTRY)
     assert not set(DATASET_FILES) & set(NOT_FETCHABLE)
-    assert {p for files in DATASET_FILES.values() for p in files} == set(FILES)
+    assert {p for files in DATASET_FILES.values() for p in files} | set(SAMPLE_KB_FILES) == set(FILES)
     for rel, bf in FILES.items():
         data = (data_root / rel).read_bytes()
         assert sha256(data) == bf.sha256, rel
+        if rel not in rows and re.fullmatch(r"factoidqa-cmu/S(08|09|10)/data/set\d/a\d+\.txt\.clean\.gz", rel):
+            year, rest = rel.removeprefix("factoidqa-cmu/").split("/", 1)
+            rows[rel] = [*cmu[:4], f"Data/Question_Answer_Dataset_v1.2/{year}/{rest.removesuffix('.gz')}",
+                         str(len(data)), cmu[6], "[gzip -9 applied by collector]"]
         _, _, repo, commit, repo_path, size, _, fmt = rows[rel]
         assert (bf.repo.name, bf.repo.commit) == (repo, commit), rel
         assert int(size) == len(data), rel
@@ -259,6 +139,36 @@ def test_registered_files_are_all_a_loader_needs(name: str, data_root: Path, tmp
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).symlink_to(data_root / rel)
     assert load_dataset(name, tmp_path).counts() == load_dataset(name, data_root).counts()
+
+
+def test_sample_kb_files_are_what_kb_build_sample_reads(data_root: Path):
+    read = {str(Path(s.path).relative_to(data_root)) for s in sample_inputs(data_root)}
+    # the FactoidQA question files' inputs read every article text of their year (tasks/dumps/cmu_articles.py)
+    read |= {str(p.relative_to(data_root)) for p in data_root.glob("factoidqa-cmu/S*/data/set*/a*.txt.clean.gz")}
+    assert set(SAMPLE_KB_FILES) == read
+    assert len(SAMPLE_KB_FILES) == len(set(SAMPLE_KB_FILES))
+    articles = [p for p in SAMPLE_KB_FILES if p.endswith(".txt.clean.gz")]
+    assert len(articles) == 150 and sum((data_root / p).stat().st_size for p in articles) == 1_772_733
+
+
+def test_data_fetch_kb_sample_gives_the_shared_tree_and_its_kb_version(data_root: Path, tmp_path: Path):
+    root = tmp_path / "mirror"
+    put_registry_files(root, data_root, SAMPLE_KB_FILES)
+    to = tmp_path / "data"
+    with serving(root) as mirror:
+        out = cli("data", "fetch", "--kb-sample", "--mirror", mirror.url, "--to", str(to), home=tmp_path / "wh")
+    assert out.returncode == 0, out.stderr
+    n = len(SAMPLE_KB_FILES)
+    assert f"kb-sample: {n} file(s) verified ({n} downloaded, 0 already present)" in out.stdout
+    assert f"data root: {to}  (use it with LINKEDQA_DATA={to})" in out.stdout
+    for rel in SAMPLE_KB_FILES:
+        assert (to / rel).read_bytes() == (data_root / rel).read_bytes(), rel
+    # the fetch's sidecars (<file>.meta.json) are not read as entity documents: same inputs, same KB version
+    assert len(list(to.rglob("*.meta.json"))) == n
+    fetched = plan_from_inputs(sample=True, data_root=to)
+    assert [Path(s.path).relative_to(to) for s in fetched.inputs] == [
+        Path(s.path).relative_to(data_root) for s in plan_from_inputs(sample=True, data_root=data_root).inputs]
+    assert fetched.version == plan_from_inputs(sample=True, data_root=data_root).version
 
 
 def test_wikimedia_urls_sums_and_mirror():
