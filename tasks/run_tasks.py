@@ -19,7 +19,8 @@ from tasks.runs.execute import execute_shard, finalize_run, plan_run
 
 @task(name="plan_run")
 def plan_run_task(cfg: RunConfig, root: str, data_root: str) -> RunPlan:
-    """Resolve the run (dataset, KB, run id, shards) and persist plan.json."""
+    """Resolve the run (dataset, KB, the HTTP server's API profile, run id, shards) and persist plan.json."""
+    load_api_key(cfg)  # the server's model list may need the key too
     return plan_run(cfg, Path(root), Path(data_root))
 
 

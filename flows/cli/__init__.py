@@ -134,7 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     df = data.add_parser("fetch", help="download benchmarks from their official locations (sha256-pinned, resumable)")
     df.add_argument("names", nargs="*", metavar="NAME", help="dataset names (see `linkedqa data list`)")
     df.add_argument("--all", action="store_true", help="every dataset with a public source")
-    df.add_argument("--to", default=None, metavar="DIR", help="data root to fill (default: LINKEDQA_DATA)")
+    df.add_argument("--kb-sample", action="store_true",
+                    help="also every input of `linkedqa kb build --sample` (from the public repositories the "
+                         "shared data was collected from, pinned by commit and sha256)")
+    df.add_argument("--to", default=None, metavar="DIR",
+                    help="data root to fill (default: LINKEDQA_DATA, else ../shared/data beside the checkout when it "
+                         "exists, else LINKEDQA_HOME/data)")
     df.add_argument("--mirror", default=None, metavar="URL",
                     help="mirror base replacing https://raw.githubusercontent.com (default: $LINKEDQA_MIRROR)")
     df.set_defaults(fn=cmd_data_fetch, flow=True)
@@ -152,8 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=positive(int), default=None, help="first N questions by id")
     r.add_argument("--shards", type=positive(int), default=1)
     r.add_argument("--backend", default="vllm", choices=["vllm", "openai"])
-    r.add_argument("--model", default="embedded", help="'embedded', an HF model id, or a model directory")
+    r.add_argument("--model", default="embedded",
+                   help="'embedded', an HF model id, or a model directory; --backend openai: the name the server "
+                        "lists (sent as given; 'embedded' is sent as qwen2.5-coder-0.5b-instruct)")
     r.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --backend openai")
+    r.add_argument("--api", default=None, choices=["auto", "vllm", "openai"],
+                   help="--backend openai: the server's API (default auto: asked of its GET /v1/models); vllm sends "
+                        "vLLM's request extensions (repetition_penalty, structured outputs), openai only the public "
+                        "API's fields (max_completion_tokens; repetition_penalty not sent; guided=true refused)")
+    r.add_argument("--concurrency", type=positive(int), default=None, metavar="N",
+                   help="--backend openai: requests in flight at once (default 16)")
     r.add_argument("--timeout", type=positive(float), default=None, metavar="SECONDS",
                    help="--backend openai: wall-clock limit of one HTTP attempt (default 120)")
     r.add_argument("--retries", type=positive(int, zero=True), default=None, metavar="N",

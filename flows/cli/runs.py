@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from flows.cli.args import parse_sets
 from flows.cli.prefect_server import bind_ephemeral_server
 from flows.cli.results import print_metrics
+
+#: Where ``--backend openai`` reads its API key (``tasks.llm.types.EngineConfig.api_key_env``; a test keeps them equal).
+API_KEY_ENV = "OPENAI_API_KEY"
 
 
 def run_config_from_args(a: argparse.Namespace):
@@ -17,18 +21,26 @@ def run_config_from_args(a: argparse.Namespace):
                      backend=a.backend, model=a.model, kb=a.kb, settings=parse_sets(a.set),
                      max_model_len=a.max_model_len, base_url=a.base_url, cache=not a.no_cache,
                      timeout_s=a.timeout, max_retries=a.retries, api_key_block=a.api_key_block,
-                     dtype=None if a.dtype == "auto" else a.dtype, scheduler=a.scheduler)
+                     dtype=None if a.dtype == "auto" else a.dtype, scheduler=a.scheduler,
+                     api=a.api, concurrency=a.concurrency)
 
 
 def check_run_args(a: argparse.Namespace):
-    """The RunConfig of ``linkedqa run`` arguments, checked by the plan's own check.
+    """The RunConfig of ``linkedqa run`` arguments, checked by the plan's own checks.
 
-    Method, settings, dataset and task kind: :func:`tasks.runs.checks.check_run_config`; numbers: the parser.
+    Method, settings, dataset and task kind: :func:`tasks.runs.checks.check_run_config`; an HTTP server, its model
+    and its API (``--backend openai``): :func:`tasks.runs.checks.check_run_api`, unless the API key is to come from a
+    Prefect Secret block (read where the plan is made); numbers: the parser. Each is refused before a Prefect server
+    or an engine starts.
     """
-    from tasks.runs.checks import check_run_config  # heavy: the dataset loaders and every method's module
+    from tasks.runs.checks import check_run_api, check_run_config  # heavy: the dataset loaders, every method
 
     cfg = run_config_from_args(a)
-    check_run_config(cfg)
+    _, settings, _ = check_run_config(cfg)
+    if cfg.backend != "openai" or not cfg.api_key_block or os.environ.get(API_KEY_ENV):
+        cfg, applied = check_run_api(cfg, settings)
+        for field, why in (applied or {}).get("not_sent", {}).items():
+            print(f"note: {cfg.api} API: {field} not sent ({why})")
     return cfg
 
 

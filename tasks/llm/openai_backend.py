@@ -12,19 +12,18 @@
   never answers, or trickles bytes, times out), so one item takes at most about
   ``(max_retries + 1) * timeout_s`` plus backoff. After the last try the item gets ``Completion(error=...)``; the
   batch goes on.
-* Payload: ``model, messages, temperature, top_p, max_tokens, seed`` and ``stop`` when non-empty;
-  ``repetition_penalty`` only when != 1.0 (a vLLM extension that hosted APIs may reject); a constrained
-  request (``SamplingConfig.regex`` / ``choice`` / ``json_schema``, the methods' ``guided=true``) adds vLLM's
-  ``structured_outputs`` field (``{"regex": ...}``, ``{"choice": [...]}`` or ``{"json": {...}}``), which a
-  ``vllm serve`` endpoint applies; OpenAI's own API rejects that field (it knows no regex or choice
-  constraints), so run ``guided=true`` against vLLM servers only.
-* ``model``: ``EngineConfig.model``; ``"embedded"`` is sent as the slug ``qwen2.5-coder-0.5b-instruct``
-  (serve the prepared folder with ``--served-model-name qwen2.5-coder-0.5b-instruct``).
+* Payload (:func:`tasks.llm.api.request_payload`), by the server's profile ``EngineConfig.api``:
+  ``vllm``: ``model, messages, temperature, top_p, max_tokens, seed``, ``stop`` when non-empty,
+  ``repetition_penalty`` when != 1.0 and, for a constrained request (the methods' ``guided=true``), vLLM's
+  ``structured_outputs`` field; ``openai`` (the public API's strict form): the documented fields only, the length
+  limit as ``max_completion_tokens``, at most four stop sequences (the others cut the text here). What a method's
+  settings need of the API is checked before a run starts (:func:`tasks.llm.api.applied_api`).
+* ``model``: ``EngineConfig.model``, sent as given; ``"embedded"`` is sent as the slug
+  ``qwen2.5-coder-0.5b-instruct``. ``linkedqa run`` checks it against the server's ``GET /v1/models`` first.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -34,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from tasks.llm.api import ApiError, apply_stops, request_payload
 from tasks.llm.models import model_label
 from tasks.llm.types import ChatRequest, Completion, EngineConfig
 
@@ -48,31 +48,6 @@ def chat_url(base_url: str) -> str:
     if not base.endswith("/v1"):
         base += "/v1"
     return base + "/chat/completions"
-
-
-def request_payload(req: ChatRequest, model: str) -> dict[str, Any]:
-    """The JSON body of one chat completion request."""
-    s = req.sampling
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [dict(m) for m in req.messages],
-        "temperature": s.temperature,
-        "top_p": s.top_p,
-        "max_tokens": s.max_tokens,
-    }
-    if s.seed is not None:
-        body["seed"] = s.seed
-    if s.stop:
-        body["stop"] = list(s.stop)
-    if s.repetition_penalty != 1.0:
-        body["repetition_penalty"] = s.repetition_penalty
-    if s.regex is not None:
-        body["structured_outputs"] = {"regex": s.regex}
-    elif s.choice is not None:
-        body["structured_outputs"] = {"choice": list(s.choice)}
-    elif s.json_schema is not None:
-        body["structured_outputs"] = {"json": json.loads(s.json_schema)}
-    return body
 
 
 class OpenAIBackend:
@@ -102,6 +77,8 @@ class OpenAIBackend:
             raise ValueError("the openai backend needs EngineConfig.base_url (e.g. http://127.0.0.1:8000/v1)")
         self.engine = engine
         self.model_id = model_label(engine.model)
+        # the strict profile sends other requests for the same sampling: its responses are cached apart
+        self.name = "openai" if engine.api == "vllm" else f"openai-{engine.api}"
         self.url = chat_url(engine.base_url)
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
@@ -123,7 +100,7 @@ class OpenAIBackend:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIBackend(url={self.url!r}, model={self.model_id!r}, "
+            f"OpenAIBackend(url={self.url!r}, model={self.model_id!r}, api={self.engine.api!r}, "
             f"api_key_env={self.engine.api_key_env!r}, api_key={'set' if self.has_api_key else 'unset'}, "
             f"max_concurrency={self.engine.max_concurrency})"
         )
@@ -140,8 +117,11 @@ class OpenAIBackend:
         return base * (0.5 + random.random() / 2)
 
     def _one(self, req: ChatRequest) -> Completion:
-        body = request_payload(req, self.model_id)
         t0 = time.perf_counter()
+        try:
+            body = request_payload(req, self.model_id, self.engine.api)
+        except ApiError as exc:
+            return Completion(error=str(exc))
         last = "no attempt"
         for attempt in range(self.engine.max_retries + 1):
             retry_after = None
@@ -153,7 +133,7 @@ class OpenAIBackend:
                 last = f"connection error: {type(e).__name__}: {e}"
             else:
                 if resp.status_code == 200:
-                    return self._parse(resp, time.perf_counter() - t0)
+                    return self._parse(resp, time.perf_counter() - t0, req.sampling.stop[len(body.get("stop", ())):])
                 last = f"HTTP {resp.status_code}: {resp.text[:300]}"
                 if resp.status_code not in RETRY_STATUS:
                     break
@@ -183,11 +163,11 @@ class OpenAIBackend:
             return httpx.Response(resp.status_code, headers=resp.headers, content=b"".join(chunks),
                                   request=resp.request)
 
-    def _parse(self, resp: httpx.Response, latency: float) -> Completion:
+    def _parse(self, resp: httpx.Response, latency: float, unsent_stops: tuple[str, ...] = ()) -> Completion:
         try:
             data = resp.json()
             choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
+            text = apply_stops(choice["message"].get("content") or "", unsent_stops)
             usage = data.get("usage") or {}
             return Completion(
                 text=text,

@@ -87,6 +87,9 @@ class EngineConfig(BaseModel):
     enable_prefix_caching: bool = True
     enforce_eager: bool = True
     base_url: str | None = None
+    #: The OpenAI-compatible server's profile (``tasks.llm.api``): ``vllm`` (vLLM's extensions are sent) or
+    #: ``openai`` (the public API's strict form).
+    api: str = "vllm"
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 120.0
     max_concurrency: int = 16

@@ -149,6 +149,14 @@ class Method:
             raise UnknownSetting(f"method {cls.name!r} does not apply to dataset {dataset!r} (task {task!r}); "
                                  f"it accepts datasets of task(s) {', '.join(cls.tasks)}")
 
+    @classmethod
+    def check_inputs(cls, settings: MethodSettings, dataset: str, root: Path | None) -> None:
+        """Refuse, before a run starts, settings that name inputs which do not exist (none by default).
+
+        Raises:
+            LookupError: Naming the missing input.
+        """
+
     def build_tools(self, ctx: MethodContext) -> dict[str, Tool]:
         """Open or build the batched tools the agent uses."""
         return {}

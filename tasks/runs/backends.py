@@ -38,9 +38,14 @@ class _Serialized:
 
 
 def engine_config(cfg) -> EngineConfig:
-    """Engine config from a run config (model, context length, dtype, endpoint, HTTP timeout and retries if given)."""
+    """Engine config from a run config.
+
+    Model, context length, dtype, endpoint and its API profile, and the HTTP timeout, retries and concurrency
+    where given.
+    """
     extra = {k: v for k, v in (("timeout_s", cfg.timeout_s), ("max_retries", cfg.max_retries),
-                               ("dtype", cfg.dtype)) if v is not None}
+                               ("dtype", cfg.dtype), ("max_concurrency", cfg.concurrency),
+                               ("api", cfg.api if cfg.api in ("vllm", "openai") else None)) if v is not None}
     return EngineConfig(model=cfg.model, max_model_len=cfg.max_model_len, base_url=cfg.base_url, **extra)
 
 

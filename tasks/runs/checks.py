@@ -14,6 +14,9 @@ from pydantic import BaseModel
 from storage import layout
 from storage.catalog import complete_dataset_versions
 from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
+from tasks.llm.api import applied_api, check_model_served, probe_server, resolve_api
+from tasks.llm.models import model_label
+from tasks.llm.types import EngineConfig
 from tasks.methods.registry import get_method
 from tasks.runs.config import RunConfig
 
@@ -36,4 +39,31 @@ def check_run_config(cfg: RunConfig, root: Path | None = None) -> tuple[Any, Bas
         raise UnknownDataset(cfg.dataset)
     task = dataset_task(cfg.dataset, root)
     method_cls.check_task(cfg.dataset, task)
+    method_cls.check_inputs(settings, cfg.dataset, root)
     return method_cls, settings, task
+
+
+def check_run_api(cfg: RunConfig, settings: BaseModel) -> tuple[RunConfig, dict | None]:
+    """Check an HTTP server before the first item (``--backend openai``; ``tasks.llm.api``).
+
+    It asks the server what it serves, resolves ``--api auto``, checks the model is served and what the method's
+    settings need of the API.
+
+    Returns:
+        The config with its ``api`` resolved, and what the profile does to the method's requests (None for the
+        in-process engine).
+
+    Raises:
+        tasks.llm.api.ApiError: Unreachable server, a refused key, an unserved model, a setting the API cannot honour.
+        ValueError: ``--api`` without ``--backend openai``, or no ``--base-url``.
+    """
+    if cfg.backend != "openai":
+        if cfg.api is not None:
+            raise ValueError(f"--api applies to --backend openai, not to --backend {cfg.backend}")
+        return cfg, None
+    if not cfg.base_url:
+        raise ValueError("--backend openai needs --base-url, e.g. http://127.0.0.1:8000/v1")
+    info = probe_server(cfg.base_url, EngineConfig().api_key_env)
+    api = resolve_api(cfg.api or "auto", info)
+    check_model_served(model_label(cfg.model), info)
+    return cfg.model_copy(update={"api": api}), applied_api(api, settings)

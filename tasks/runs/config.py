@@ -54,6 +54,11 @@ class RunConfig(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0)
     max_retries: int | None = Field(default=None, ge=0)
     api_key_block: str | None = None
+    #: ``--backend openai``: the server's profile (``tasks.llm.api``): ``auto`` (ask the server), ``vllm`` or
+    #: ``openai``; a planned run holds the resolved profile. None with the in-process vLLM engine.
+    api: str | None = Field(default=None, pattern="^(auto|vllm|openai)$")
+    #: ``--backend openai``: requests in flight at once (None: ``EngineConfig.max_concurrency``).
+    concurrency: int | None = Field(default=None, ge=1)
     dtype: str | None = None  # engine dtype; None = auto (tasks.llm.env.resolve_dtype)
     #: How a shard's items share the engine: ``continuous`` (an item's next call is submitted as soon as its
     #: previous one returns; tasks.methods.runtime.run_agents_continuous) or ``lockstep`` (one batch per step).
@@ -67,7 +72,8 @@ class RunConfig(BaseModel):
 # The dtype is hardware-dependent like the engine itself: the one each shard ran with is in its shard record
 # (``engine_dtype`` in the manifest) and in the response-cache keys, and a resume whose engine runs another
 # dtype than the finished shards' is refused (``tasks.runs.execute.check_engine_dtype``).
-OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries", "api_key_block", "dtype", "scheduler")
+OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries", "api_key_block", "dtype", "scheduler",
+                      "concurrency")
 
 
 class RunPlan(BaseModel):
@@ -84,6 +90,9 @@ class RunPlan(BaseModel):
     question_ids: list[str]
     shard_bounds: list[tuple[int, int]]
     prompt_hashes: dict[str, str]
+    #: ``--backend openai``: what the server's API profile does to the method's requests
+    #: (``tasks.llm.api.applied_api``); part of the run id. None with the in-process engine.
+    api_applied: dict | None = None
 
     @property
     def n_shards(self) -> int:
@@ -118,8 +127,8 @@ def contiguous_shards(n_items: int, n_shards: int) -> list[tuple[int, int]]:
 
 
 def make_run_id(cfg: RunConfig, method_settings: dict, dataset_version: str, split: str,
-                kb_version: str | None, hashes: dict[str, str]) -> str:
-    """Deterministic run id for a config."""
+                kb_version: str | None, hashes: dict[str, str], api_applied: dict | None = None) -> str:
+    """Deterministic run id for a config (``api_applied``: what an HTTP server's API profile did, if any)."""
     body = {
         "format": RUN_FORMAT,
         "method": cfg.method,
@@ -136,6 +145,8 @@ def make_run_id(cfg: RunConfig, method_settings: dict, dataset_version: str, spl
         "prompts": hashes,
         "index_format": INDEX_FORMAT,
     }
+    if api_applied is not None:
+        body["api"] = api_applied
     return layout.safe_name(f"{cfg.method}-{cfg.dataset}-{split}-{config_hash(body)}", "run id")
 
 

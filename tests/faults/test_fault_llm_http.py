@@ -20,9 +20,10 @@ import pytest
 from storage import layout
 from storage.manifest import read_manifest
 from storage.parquet_io import read_table
+from tests.openai_servers import ModelList
 
 
-class _Endpoint(http.server.BaseHTTPRequestHandler):
+class _Endpoint(ModelList):  # GET /v1/models: the list `linkedqa run` checks the model against
     stuck: dict[str, str] = {}  # question text -> "hang" | "trickle"
     attempts: dict[str, int] = {}
     release = threading.Event()
@@ -70,6 +71,7 @@ def test_hanging_and_trickling_endpoint_become_item_timeouts(cli, data_root, tmp
     _Endpoint.stuck = {questions[1]["question"]: "hang", questions[2]["question"]: "trickle"}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Endpoint)  # bound now: no port race
     server.daemon_threads = True
+    server.models, server.owned_by = ("m",), "vllm"
     threading.Thread(target=server.serve_forever, daemon=True).start()
     args = ["run", "closed-book", "--dataset", POPQA, "--limit", "4", "--backend", "openai", "--model", "m",
             "--base-url", f"http://127.0.0.1:{server.server_address[1]}", "--timeout", "1", "--retries", "1",

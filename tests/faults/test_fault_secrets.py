@@ -18,9 +18,10 @@ from faultkit import PLANTED_KEY, files_containing
 
 from storage import layout
 from storage.manifest import read_manifest
+from tests.openai_servers import ModelList
 
 
-class _Endpoint(http.server.BaseHTTPRequestHandler):
+class _Endpoint(ModelList):  # GET /v1/models: the list `linkedqa run` checks the model against
     seen_auth: list[str] = []
     calls = 0
     lock = threading.Lock()  # the client sends its requests at once: one handler thread each
@@ -53,6 +54,7 @@ def _run_against_endpoint(cli, home, extra_args=(), env=None) -> tuple[int, str]
     _Endpoint.seen_auth, _Endpoint.calls = [], 0
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Endpoint)  # bound now: no port race
     server.daemon_threads = True
+    server.models, server.owned_by = ("test-model",), "vllm"
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         return cli(home, "none", ["run", "closed-book", "--dataset", POPQA, "--limit", "4", "--backend", "openai",

@@ -459,6 +459,13 @@ class ERMethod(Method):
             raise UnknownSetting(f"invalid --set entities={s.entities!r}: use 'gold' or 'run:<run_id>'")
         return s
 
+    @classmethod
+    def check_inputs(cls, settings: ERSettings, dataset: str, root: Path | None) -> None:
+        """A ``run:<run_id>`` entity source must be a finished run on the same dataset."""
+        m = _RUN_REF.match(settings.entities)
+        if m:
+            linked_entities(m.group("run"), root or layout.home(), dataset)
+
     def extra_metrics(self, task: str) -> list[str]:
         """Retrieval metrics over the ER documents (QA datasets), and ``hit1`` when entities come from a run."""
         out = list(RETRIEVAL_METRICS) if task == "qa" else []
