@@ -54,7 +54,7 @@ def test_demo_runs_through_the_real_cli(tmp_path: Path, embedded_models_root: Pa
     assert [p for p in demo_files if (data / p).read_bytes() != (data_root / p).read_bytes()] == []
     # the KB built from the fetched files is the sample KB version that ../shared/data gives
     kb = json.loads(next((home / "kb").glob("sample-*/manifest.json")).read_text())
-    assert kb["version"] == plan_from_inputs(sample=True, data_root=data_root).version
+    assert kb["kb_version"] == plan_from_inputs(sample=True, data_root=data_root).version
     # every staged input's last progress line reached its total (the CMU articles once ended at "0 B/84.2 KiB
     # 0%"), and no line holds the end of another (a worker's line once landed between a line and its newline)
     lines = out.splitlines()
