@@ -522,6 +522,112 @@ def catalog_views() -> str:
             "them:\n\n" + "\n".join(checks))
 
 
+# ------------------------------------------------------------------------------------------------- SQL cookbook
+#: Page of the SQL cookbook (relative to the repository).
+COOKBOOK_PAGE = "docs/howto/sql-cookbook.md"
+#: The catalog views whose columns the SQL cookbook lists: ``(views with the same columns, the stored tables whose
+#: schema docs give the columns' meanings)``.
+COOKBOOK_VIEWS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("runs", "latest_runs"), ("runs",)),
+    (("metrics", "latest_metrics"), ("metrics",)),
+    (("predictions", "latest_predictions"), ("predictions",)),
+    (("questions", "latest_questions"), ("questions",)),
+    (("correctness",), ("predictions",)),
+    (("stages",), ("stages",)),
+    (("failure_stages",), ("stages", "questions")),
+    (("stage_summary",), ("stages",)),
+    (("question_stages",), ("stages",)),
+    (("entities", "latest_entities"), ("entities",)),
+    (("claims", "latest_claims"), ("claims",)),
+)
+#: Meanings of the columns the catalog adds or a report view computes (``view.column``, or ``column`` in any view);
+#: a stored table's schema docs give the rest.
+_COLUMN_TEXT = {
+    "kb_version": "the KB version the row belongs to",
+    "dataset_version": "the dataset version the question belongs to",
+    "metrics_format": "version of the metric rules the value was computed with (1 where the run's manifest has none)",
+    "correctness.family": "the run's metric family, told by its metrics: linking, search, tog, qald, alignment or qa",
+    "correctness.score_name": "the per-item score that decides right: accuracy, recall@50, hit1_tog, "
+                              "qald_macro_f1_mean, hits@1 or em",
+    "correctness.score": "that score of the item",
+    "correctness.correct": "score = 1; NULL when the item was not scored",
+    "stage_summary.items": "the run's items at this stage",
+    "stage_summary.share": "items / the run's items with a stage",
+    "question_stages.stages": "`method: stage` of each method, sorted by method, separated by `; `",
+    "question_stages.methods": "methods whose latest run has a stage for the question",
+    "question_stages.methods_disagree": "whether their stages differ",
+}
+
+
+def catalog_columns() -> dict[str, list[tuple[str, str]]]:
+    """``{view: [(column, DuckDB type), ...]}`` of every view of a catalog built over an empty data root."""
+    import tempfile
+
+    import duckdb
+
+    from storage.catalog import build_views
+
+    with tempfile.TemporaryDirectory(prefix="lqa-columns-") as tmp:
+        con = duckdb.connect()
+        try:
+            build_views(con, Path(tmp))
+            names = [r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
+            return {n: [(c, t) for c, t, *_ in con.execute(f'DESCRIBE "{n}"').fetchall()] for n in names}
+        finally:
+            con.close()
+
+
+def cookbook_columns() -> str:
+    """The columns of the views of :data:`COOKBOOK_VIEWS`: name, DuckDB type, meaning.
+
+    Raises:
+        ValueError: A view is missing, views grouped together differ, or a column has no meaning.
+    """
+    from storage.schemas import SCHEMAS
+
+    columns = catalog_columns()
+    blocks = []
+    for views, tables in COOKBOOK_VIEWS:
+        missing = [v for v in views if v not in columns]
+        if missing or any(columns[v] != columns[views[0]] for v in views):
+            raise ValueError(f"catalog views {views}: missing {missing}, or their columns differ")
+        docs: dict[str, str] = {}
+        for table in reversed(tables):
+            docs |= {f.name: (f.metadata or {}).get(b"doc", b"").decode() for f in SCHEMAS[table]}
+        rows = ["| column | type | meaning |", "|---|---|---|"]
+        for col, typ in columns[views[0]]:
+            text = _COLUMN_TEXT.get(f"{views[0]}.{col}") or docs.get(col) or _COLUMN_TEXT.get(col)
+            if not text:
+                raise ValueError(f"column {views[0]}.{col} has no meaning: add it to tests/readme_sections.py "
+                                 "_COLUMN_TEXT")
+            rows.append(f"| `{col}` | `{typ}` | {_md_cell(text)} |")
+        blocks.append(f"### {', '.join(f'`{v}`' for v in views)}\n\n" + "\n".join(rows))
+    return "\n\n".join(blocks)
+
+
+def _event_type(annotation: object) -> str:
+    """A trajectory field's type as JSON names it."""
+    return {int: "integer", str: "string", bool: "boolean", float: "number"}.get(annotation, "any JSON")
+
+
+def trajectory_events() -> str:
+    """The events of a stored trajectory: each kind's fields (``tasks.methods.records``' typed dicts) and purpose."""
+    import typing
+
+    from tasks.methods import records
+
+    rows = ["| `kind` | fields | what it records |", "|---|---|---|"]
+    for cls in (records.LlmEvent, records.ToolEvent, records.ErrorEvent):
+        hints = typing.get_type_hints(cls)
+        (kind,) = typing.get_args(hints.pop("kind"))
+        fields = ", ".join(f"`{k}` ({_event_type(t)})" for k, t in hints.items())
+        rows.append(f"| `{kind}` | {fields} | {_md_cell(_rst((cls.__doc__ or '').strip().split(chr(10) * 2)[0]))} |")
+    notes = ", ".join(f"`{n}`" for n in (records.RETRIEVED, records.ANSWERED_BY, records.FALLBACK))
+    rows.append("| `note` | the method's own: `step` names what it logs (`search`, `answer`, ...) | what an agent "
+                f"logs with `ItemContext.log`: parsed actions, and the notes metrics read ({notes}) |")
+    return "\n".join(rows)
+
+
 # ------------------------------------------------------------------------------------------------- embedded model
 def gguf_header(path: Path) -> dict[str, object]:
     """The scalar key/value pairs of a GGUF file's header (arrays such as the vocabulary are skipped).
@@ -603,13 +709,16 @@ SECTIONS: dict[str, Callable[[], str]] = {"methods": methods_table, "cli": cli_r
                                           "deployments": deployments_table, "formats": formats_table,
                                           "bench-scripts": bench_scripts, "settings": settings_reference,
                                           "settings-links": settings_links, "env-vars": env_vars_reference,
-                                          "catalog-views": catalog_views, "embedded-model": embedded_model}
+                                          "catalog-views": catalog_views, "embedded-model": embedded_model,
+                                          "cookbook-columns": cookbook_columns,
+                                          "trajectory-events": trajectory_events}
 #: Which generated sections each file holds (paths relative to the repository).
 FILES: dict[str, tuple[str, ...]] = {"README.md": ("methods",), "docs/methods.md": ("methods", "settings-links"),
                                      "docs/cli.md": ("cli",), "docs/deployments.md": ("deployments",),
                                      "CHANGELOG.md": ("formats",), "docs/benchmarks/index.md": ("bench-scripts",),
                                      "docs/reference/configuration.md": ("settings", "env-vars"),
-                                     "docs/storage.md": ("catalog-views",), "docs/install.md": ("embedded-model",)}
+                                     "docs/storage.md": ("catalog-views",), "docs/install.md": ("embedded-model",),
+                                     COOKBOOK_PAGE: ("cookbook-columns", "trajectory-events")}
 
 
 def doc_files() -> list[Path]:
