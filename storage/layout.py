@@ -29,6 +29,10 @@ class LayoutError(ValueError):
     """A name or path that would escape LINKEDQA_HOME, or missing inputs."""
 
 
+class DataRootNotFound(LayoutError):
+    """No data folder where the raw inputs are read (:func:`data_root`)."""
+
+
 def safe_name(name: str, what: str = "name") -> str:
     """Validate a user-supplied name used as one path component.
 
@@ -74,7 +78,7 @@ def data_root(required: bool = True) -> Path:
     root = Path(env) if env else SHARED_DATA if SHARED_DATA.is_dir() else home() / "data"
     root = root.resolve()
     if required and not root.is_dir():
-        raise LayoutError(
+        raise DataRootNotFound(
             f"real data folder not found: {root} (set LINKEDQA_DATA to a data folder, or fetch one: "
             "`linkedqa data fetch --kb-sample NAME..`)"
         )

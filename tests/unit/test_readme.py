@@ -95,9 +95,10 @@ def _linkedqa_lines(text: str) -> list[str]:
         text = re.sub(re.escape(begin) + ".*?" + re.escape(end), "", text, flags=re.S)
     lines = []
     for block in _code_blocks(text):
+        block = re.sub(r"\\\n\s*", " ", block)  # a command continued with a backslash is one line
         for line in block.splitlines():
             line = line.split(" #")[0].strip()
-            m = re.match(r"^(?:\S*/)?linkedqa\s+(.*)$", line)
+            m = re.match(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:\S*/)?linkedqa\s+(.*)$", line)  # after VAR=value
             if m:
                 lines.append(m.group(1))
     return lines
