@@ -57,8 +57,10 @@ def cmd_data_import(a: argparse.Namespace) -> int:
 
     start_prefect()
     ref = import_questions(file=str(Path(a.file).resolve()), name=a.name, task=a.task)
-    print(f"{a.name}: {ref.extra['splits']} imported, {ref.extra['n_rejects']} line(s) rejected; "
-          f"task {ref.extra['task']}")
+    splits = ref.extra["splits"]
+    where = f" ({', '.join(f'{s}={n:,}' for s, n in splits.items())})" if splits else ""
+    print(f"{a.name}: {sum(splits.values()):,} question(s) imported{where}, {ref.extra['n_rejects']} line(s) "
+          f"rejected; task {ref.extra['task']}")
     if ref.extra["n_rejects"]:
         folder = layout.dataset_dir(a.name, ref.version)
         for r in read_table(folder / "rejects", "rejects").to_pylist()[:20]:

@@ -68,7 +68,7 @@ def test_kg_1hop_on_an_imported_kgqa_set(run_env, embedded_llm, prefect_harness,
                           "kgqa"], cwd=layout.REPO_ROOT, capture_output=True, text=True, timeout=600,
                          env=user_shell_env(session_home, LINKEDQA_DATA=str(data_root)))
     assert ran.returncode == 0, ran.stderr[-3000:]
-    assert ran.stdout.splitlines() == [f"{NAME}: {{'test': 2}} imported, 1 line(s) rejected; task kgqa",
+    assert ran.stdout.splitlines() == [f"{NAME}: 2 question(s) imported (test=2), 1 line(s) rejected; task kgqa",
                                        "  line 3: task kgqa needs gold_answers or gold_answer_qids"]
     assert dataset_task(NAME, session_home) == "kgqa"
 

@@ -559,7 +559,7 @@ def test_malformed_question_jsonl_reports_line_numbers_and_imports_the_rest(tmp_
     home = tmp_path / "wh"
     ran = linkedqa("data", "import", str(f), "--name", "mine", home=home, data=data_root, api=api)
     assert ran.code == 0, ran.err
-    assert "mine: {'test': 3} imported, 5 line(s) rejected" in ran.out
+    assert "mine: 3 question(s) imported (test=3), 5 line(s) rejected" in ran.out
     printed = re.findall(r"^  line (\d+): (.*)$", ran.out, re.M)
     assert [int(n) for n, _ in printed] == [2, 3, 4, 5, 6]
     reasons = [reason for _, reason in printed]
@@ -590,7 +590,7 @@ def test_question_file_lines_in_latin1_are_rejected_with_line_numbers(tmp_path, 
     home = tmp_path / "wh"
     ran = linkedqa("data", "import", str(f), "--name", "latin", home=home, data=data_root, api=api)
     assert ran.code == 0, ran.err
-    assert "latin: {'test': 2} imported, 2 line(s) rejected" in ran.out
+    assert "latin: 2 question(s) imported (test=2), 2 line(s) rejected" in ran.out
     printed = re.findall(r"^  line (\d+): (.*)$", ran.out, re.M)
     assert [int(n) for n, _ in printed] == [2, 4]
     for (_n, reason), raw in zip(printed, (lines[1], lines[3]), strict=True):

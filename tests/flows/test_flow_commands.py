@@ -125,7 +125,7 @@ def test_commands_that_write_run_as_prefect_flows(api, home: Path, data_root: Pa
     runs = before()
     out = linkedqa(capsys, "data", "import", str(qfile), "--name", "mine")
     adds_runs(runs, "import_questions")
-    assert "mine: {'test': 2} imported, 0 line(s) rejected" in out
+    assert "mine: 2 question(s) imported (test=2), 0 line(s) rejected" in out
     out = linkedqa(capsys, "data", "load", "qald-10")
     adds_runs(runs, "load_benchmarks")
     assert out.startswith("qald-10: {") and (home / "datasets" / "qald-10").is_dir()

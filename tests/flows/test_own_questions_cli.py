@@ -100,7 +100,7 @@ def test_search_recall_runs_on_an_imported_el_set(tmp_path: Path, data_root: Pat
     ran = cli("data", "import", str(f), "--name", "my-el", "--task", "el", home=home, data_root=data_root)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert ran.stdout.splitlines() == [
-        "my-el: {'test': 2} imported, 1 line(s) rejected; task el",
+        "my-el: 2 question(s) imported (test=2), 1 line(s) rejected; task el",
         "  line 2: task el needs gold_entities (the QIDs of the entities the question mentions)"]
     ran = cli("kb", "build", "--wikidata", str(data_root / Q22), "--name", "scotland", home=home,
               data_root=data_root)
