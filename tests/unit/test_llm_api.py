@@ -114,5 +114,5 @@ def test_the_bigger_model_how_to_states_what_the_code_does():
     ela = ElaSettings()
     assert f"ELA's default {ela.repetition_penalty:g}" in page
     assert f"the first {['zero', 'one', 'two', 'three', 'four', 'five'][STRICT_MAX_STOPS]} sent" in page
-    assert f"| `{applied_api('vllm', ela)['max_tokens_field']}` | `{applied_api('openai', ela)['max_tokens_field']}` |" \
-        in page
+    fields = [applied_api(api, ela)["max_tokens_field"] for api in ("vllm", "openai")]
+    assert f"| `{fields[0]}` | `{fields[1]}` |" in page
