@@ -10,14 +10,14 @@ from __future__ import annotations
 import gzip
 import re
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from tasks.fetch.sources import FILES, Gzip
+from tests import procs
 
 
 class MirrorServer(ThreadingHTTPServer):
@@ -142,15 +142,6 @@ def put_registry_files(root: Path, data_root: Path, paths: Iterable[str]) -> Non
         put(root, mirror_path(FILES[rel].url), upstream_bytes(data_root, rel))
 
 
-@contextmanager
-def serving(root: Path) -> Iterator[MirrorServer]:
-    """A mirror of the tree under ``root`` on a free loopback port, for the duration of the block."""
-    server = MirrorServer(root)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+def serving(root: Path):
+    """A mirror of the tree under ``root`` on a free loopback port, for the duration of a ``with`` block."""
+    return procs.serving(MirrorServer(root))

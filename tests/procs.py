@@ -6,6 +6,10 @@ import os
 import signal
 import socket
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from socketserver import BaseServer
 
 import psutil
 
@@ -47,3 +51,16 @@ def stop_group(proc: subprocess.Popen | None) -> None:
     except ProcessLookupError:
         pass
     proc.wait(10)
+
+
+@contextmanager
+def serving(server: BaseServer) -> Iterator[BaseServer]:
+    """Serve ``server`` (bound already: no port race) in a thread for the duration of the block, then close it."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -63,7 +63,7 @@ OUTPUTS = {"to", "out"}
 #: that a new argument is looked at: add it to one of the kinds above, or here with the reason).
 FREE_TEXT = {"split", "model", "base_url", "api_key_block", "dask_address", "mirror", "to", "name", "out",
              "languages", "memory_limit", "wikidata_date", "wikipedia_date", "backend", "dtype", "scheduler",
-             "runner", "kind", "task",
+             "runner", "kind", "task", "api",
              "wikidata", "wikipedia"}  # kb download's dump dates (its own check: latest or YYYYMMDD)
 
 

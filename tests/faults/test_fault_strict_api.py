@@ -22,7 +22,8 @@ from faultkit import kb_args
 from storage import layout
 from storage.manifest import read_manifest
 from storage.parquet_io import read_table
-from tests.openai_servers import StrictServer, running
+from tests.openai_servers import StrictServer
+from tests.procs import serving
 
 
 def _ela_turns(body: dict) -> str:
@@ -39,7 +40,7 @@ def test_ela_runs_against_a_strict_public_api(cli, data_root, tmp_path):
     server = StrictServer(_ela_turns, models=("gpt-test", "gpt-test-mini"))
     base = ["run", "ela", "--dataset", "webqsp-el", "--split", "test", "--limit", "3", "--backend", "openai",
             "--base-url", server.url, "--retries", "2"]
-    with running(server):
+    with serving(server):
         rc, out = cli(home, "none", [*base, "--model", "gpt-test"])
         assert rc == 0, out[-3000:]
         ran = list(server.log)

@@ -102,7 +102,7 @@ def test_data_import_reports_bad_lines(tmp_path: Path, data_root: Path):
     f.write_text("\n".join(lines) + "\n")
     out = cli("data", "import", str(f), "--name", "mine", home=tmp_path / "wh")
     assert out.returncode == 0, out.stderr
-    assert "'test': 3" in out.stdout and "2 line(s) rejected" in out.stdout
+    assert "3 question(s) imported (test=3), 2 line(s) rejected" in out.stdout
     assert "line 2:" in out.stdout and "line 5:" in out.stdout
 
 

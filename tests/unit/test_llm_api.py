@@ -23,7 +23,8 @@ from tasks.llm.api import (
 )
 from tasks.llm.types import ChatRequest, SamplingConfig
 from tasks.methods.registry import METHODS
-from tests.openai_servers import DOCUMENTED_FIELDS, ModelList, StrictServer, running
+from tests.openai_servers import DOCUMENTED_FIELDS, ModelList, StrictServer
+from tests.procs import serving
 
 MSG = [{"role": "user", "content": "who wrote dune?"}]
 
@@ -63,12 +64,12 @@ def test_probe_tells_a_vllm_server_from_the_public_api(monkeypatch: pytest.Monke
     monkeypatch.setenv("LQA_TEST_KEY", "sk-test")
     vllm = ThreadingHTTPServer(("127.0.0.1", 0), ModelList)
     vllm.models, vllm.owned_by = ("my-qwen",), "vllm"
-    with running(vllm):
+    with serving(vllm):
         info = probe_server(f"http://127.0.0.1:{vllm.server_address[1]}", "LQA_TEST_KEY")
     assert info == ServerInfo(api="vllm", models=("my-qwen",))
     assert resolve_api("auto", info) == "vllm" and resolve_api("openai", info) == "openai"
     strict = StrictServer(lambda body: "", models=("gpt-test", "gpt-other"))
-    with running(strict):
+    with serving(strict):
         info = probe_server(strict.url, "LQA_TEST_KEY")
         assert info == ServerInfo(api="openai", models=("gpt-test", "gpt-other"))
         check_model_served("gpt-test", info)
@@ -88,7 +89,7 @@ def test_a_server_without_a_model_list_needs_api_given():
             self._json(404, {"detail": "Not Found"})
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), NoModels)
-    with running(server):
+    with serving(server):
         info = probe_server(f"http://127.0.0.1:{server.server_address[1]}/v1")
     assert (info.api, info.models) == (None, None) and "answered HTTP 404" in info.note
     with pytest.raises(ApiError, match=r"cannot tell the server's API: .*404.*give --api vllm or --api openai"):
