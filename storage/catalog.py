@@ -303,6 +303,11 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
             f"CREATE OR REPLACE VIEW latest_{table} AS SELECT t.* FROM {table} t "
             "JOIN latest_runs r USING (run_id)"
         )
+    # the papers' figures beside measured ones (linkedqa reproduce): every stored file; reproduction_matrix keeps
+    # the newest row of each (paper, condition, metric, model)
+    repro = sorted(layout.reproductions_root(root).glob("*/*.parquet"))
+    counts["reproductions"] = len(repro)
+    register_parquet_view(con, "reproductions", [(f, {}) for f in repro], "reproductions", root)
     # report views may build on each other: create them in passes until no more succeed (no file-name order
     # contract); a broken report must not take the catalog (and every run's finalisation) down with it
     pending = sorted((SQL_DIR / "reports").glob("*.sql"))

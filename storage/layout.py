@@ -12,6 +12,7 @@ Layout::
     <home>/indexes/<kb_version>/<index_name>/                    search indexes, versioned with the KB
     <home>/models/<model_slug>/                                  converted HF models
     <home>/cache/llm/                                            persistent LLM response cache
+    <home>/reproductions/<paper>/<recorded>-<hash8>.parquet      paper figure beside the measured one, per run
     <home>/catalog.duckdb                                        views only
 """
 
@@ -128,6 +129,11 @@ def dataset_dir(name: str, version: str, root: Path | None = None) -> Path:
 def runs_root(root: Path | None = None) -> Path:
     """Folder of all runs."""
     return (root or home()) / "runs"
+
+
+def reproductions_root(root: Path | None = None) -> Path:
+    """Folder of the reproduction rows (``linkedqa reproduce``): one folder per paper, one file per invocation."""
+    return (root or home()) / "reproductions"
 
 
 def run_dir(run_id: str, root: Path | None = None) -> Path:

@@ -202,6 +202,30 @@ STAGES = pa.schema(
     ]
 )
 
+REPRODUCTIONS = pa.schema(
+    [
+        _f("paper", pa.string(), "paper id (tasks/reproduce/papers/<paper>.yaml)", nullable=False),
+        _f("condition", pa.string(), "condition id within the paper", nullable=False),
+        _f("paper_table", pa.string(), "the paper's table, as printed"),
+        _f("paper_row", pa.string(), "the paper's row label, as printed"),
+        _f("paper_model", pa.string(), "the model the paper's row used"),
+        _f("paper_metric", pa.string(), "the paper's metric name, as printed"),
+        _f("metric", pa.string(), "the linkedqa metric that computes it", nullable=False),
+        _f("paper_value", pa.float64(), "the paper's figure on linkedqa's scale (printed / scale)"),
+        _f("paper_printed", pa.string(), "the paper's figure as printed"),
+        _f("measured", pa.float64(), "the value the run stored"),
+        _f("difference", pa.float64(), "measured - paper_value"),
+        _f("n", pa.int64(), "items the measured value is computed over"),
+        _f("model", pa.string(), "the model the run used"),
+        _f("backend", pa.string(), "the run's LLM backend (vllm, openai)"),
+        _f("run_id", pa.string(), "the run", nullable=False),
+        _f("kb_version", pa.string(), "the run's KB version"),
+        _f("question_limit", pa.int64(), "--limit of the run (null: the whole split)"),
+        _f("git_sha", pa.string(), "code version of the run"),
+        _f("recorded_at", pa.string(), "ISO time the row was stored"),
+    ]
+)
+
 SCHEMAS: dict[str, pa.Schema] = {
     "entities": ENTITIES,
     "aliases": ALIASES,
@@ -217,6 +241,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "metrics": METRICS,
     "runs": RUNS,
     "stages": STAGES,
+    "reproductions": REPRODUCTIONS,
 }
 
 KB_TABLES = ("entities", "aliases", "labels", "claims", "properties", "articles", "passages", "redirects", "rejects")

@@ -458,6 +458,8 @@ _VIEW_TEXT = {
     "latest_runs": "the latest finished run of each (method, dataset, split)",
     "latest_predictions": "the predictions of the latest runs",
     "latest_metrics": "the metrics of the latest runs",
+    "reproductions": "every row `linkedqa reproduce` stored: a paper's figure beside a run's measured value "
+                     "([Reproducing the papers](reproductions/index.md))",
 }
 
 
@@ -705,20 +707,45 @@ def embedded_model() -> str:
 
 
 # ------------------------------------------------------------------------------------------------- driver
+def reproduction_section(pid: str) -> str:
+    """The generated part of ``docs/reproductions/<pid>.md`` (``tasks.reproduce.pages``)."""
+    from tasks.reproduce.conditions import get_paper
+    from tasks.reproduce.pages import page_section
+
+    return page_section(get_paper(pid))
+
+
+def reproductions_index() -> str:
+    """The list of reproduction pages, one per conditions file."""
+    from tasks.reproduce.conditions import load_papers
+
+    lines = [f"- [{p.title}]({p.id}.md): {len(p.conditions)} conditions, "
+             f"{sum(c.runnable for c in p.conditions)} runnable" for p in load_papers().values()]
+    return "\n" + "\n".join(lines) + "\n"
+
+
+#: The papers with a conditions file (tasks/reproduce/papers/<id>.yaml), each with its page.
+REPRO_PAPERS = tuple(sorted(p.stem for p in (ROOT / "tasks" / "reproduce" / "papers").glob("*.yaml")))
+
 SECTIONS: dict[str, Callable[[], str]] = {"methods": methods_table, "cli": cli_reference,
                                           "deployments": deployments_table, "formats": formats_table,
                                           "bench-scripts": bench_scripts, "settings": settings_reference,
                                           "settings-links": settings_links, "env-vars": env_vars_reference,
                                           "catalog-views": catalog_views, "embedded-model": embedded_model,
                                           "cookbook-columns": cookbook_columns,
-                                          "trajectory-events": trajectory_events}
+                                          "trajectory-events": trajectory_events,
+                                          "reproductions": reproductions_index,
+                                          **{f"repro-{pid}": (lambda pid=pid: reproduction_section(pid))
+                                             for pid in REPRO_PAPERS}}
 #: Which generated sections each file holds (paths relative to the repository).
 FILES: dict[str, tuple[str, ...]] = {"README.md": ("methods",), "docs/methods.md": ("methods", "settings-links"),
                                      "docs/cli.md": ("cli",), "docs/deployments.md": ("deployments",),
                                      "CHANGELOG.md": ("formats",), "docs/benchmarks/index.md": ("bench-scripts",),
                                      "docs/reference/configuration.md": ("settings", "env-vars"),
                                      "docs/storage.md": ("catalog-views",), "docs/install.md": ("embedded-model",),
-                                     COOKBOOK_PAGE: ("cookbook-columns", "trajectory-events")}
+                                     COOKBOOK_PAGE: ("cookbook-columns", "trajectory-events"),
+                                     "docs/reproductions/index.md": ("reproductions",),
+                                     **{f"docs/reproductions/{pid}.md": (f"repro-{pid}",) for pid in REPRO_PAPERS}}
 
 
 def doc_files() -> list[Path]:

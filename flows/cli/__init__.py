@@ -31,6 +31,7 @@ from flows.cli.env import setup_env
 from flows.cli.errors import EXIT_USAGE, report_error
 from flows.cli.kb import cmd_kb_build, cmd_kb_download, cmd_kb_export_nt, cmd_kb_index, cmd_kb_list
 from flows.cli.prefect_server import spawn_ephemeral_server
+from flows.cli.reproduce import check_reproduce, cmd_reproduce
 from flows.cli.results import cmd_catalog, cmd_eval, cmd_report
 from flows.cli.runs import check_run_args, cmd_run
 from flows.cli.signals import exit_after_interrupt, stop_on_signals
@@ -203,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--views", nargs="*", default=None, help="report views to print (default: all of sql/reports)")
     rp.add_argument("--stages", action="store_true",
                     help="where each run's items failed: the share of items per failure stage (view stage_summary)")
+    rp.add_argument("--reproductions", action="store_true",
+                    help="the papers' figures beside the measured ones (view reproduction_matrix; `linkedqa "
+                         "reproduce` stores them)")
     rp.add_argument("--notebooks", action="store_true",
                     help="execute notebooks/ (overview, methods, errors) into LINKEDQA_HOME/reports as HTML + PNG")
     rp.set_defaults(fn=cmd_report)
@@ -211,6 +215,34 @@ def build_parser() -> argparse.ArgumentParser:
                                                                              metavar="SUBCOMMAND")
     cr = c.add_parser("refresh", help="rebuild catalog.duckdb views")
     cr.set_defaults(fn=cmd_catalog)
+
+    rp2 = sub.add_parser("reproduce", help="the five papers' table rows as runs: list them, print their commands, "
+                         "or run them and store the paper's figures beside the measured ones")
+    rp2.add_argument("paper", nargs="?", default=None, help="paper id (see --list)")
+    rp2.add_argument("--list", action="store_true", help="list the conditions (every paper's without PAPER), "
+                     "runnable or not, with the reason")
+    rp2.add_argument("--json", action="store_true", help="--list: one JSON record per condition")
+    rp2.add_argument("--condition", action="append", default=[], metavar="ID", help="only this condition "
+                     "(repeatable; default: every runnable one of the paper)")
+    rp2.add_argument("--dry-run", action="store_true", help="print the `linkedqa run` commands, run nothing")
+    rp2.add_argument("--limit", type=positive(int), default=None, help="first N questions of each run")
+    rp2.add_argument("--model", default=None, help="as `linkedqa run --model` (default: the embedded model)")
+    rp2.add_argument("--backend", default=None, choices=["vllm", "openai"], help="as `linkedqa run --backend`")
+    rp2.add_argument("--base-url", default=None, help="as `linkedqa run --base-url`")
+    rp2.add_argument("--api", default=None, choices=["auto", "vllm", "openai"], help="as `linkedqa run --api`")
+    rp2.add_argument("--concurrency", type=positive(int), default=None, metavar="N",
+                     help="as `linkedqa run --concurrency`")
+    rp2.add_argument("--timeout", type=positive(float), default=None, metavar="SECONDS",
+                     help="as `linkedqa run --timeout`")
+    rp2.add_argument("--retries", type=positive(int, zero=True), default=None, metavar="N",
+                     help="as `linkedqa run --retries`")
+    rp2.add_argument("--kb", default=None, help="as `linkedqa run --kb` (default: newest)")
+    rp2.add_argument("--shards", type=positive(int), default=None, help="as `linkedqa run --shards`")
+    rp2.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"],
+                     help="as `linkedqa run --dtype`")
+    rp2.add_argument("--no-cache", action="store_true", help="as `linkedqa run --no-cache`")
+    rp2.set_defaults(fn=cmd_reproduce, flow=lambda a: not (a.list or a.dry_run), check=check_reproduce,
+                     build_parser=build_parser)
 
     d = sub.add_parser("demo", help="the main job on embedded defaults: sample KB, embedded model, search recall "
                        "and ELA on WebQSP-EL test questions, then a metrics summary")

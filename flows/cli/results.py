@@ -100,6 +100,8 @@ def cmd_report(a: argparse.Namespace) -> int:
 
         check_view_names(a.views)
     con = connect()
+    if a.reproductions:
+        return print_reproductions(con)
     if a.run and a.stages:
         rows = con.execute("SELECT stage, items, share FROM stage_summary WHERE run_id = ? ORDER BY stage_rank",
                            [a.run]).fetchall()
@@ -119,6 +121,22 @@ def cmd_report(a: argparse.Namespace) -> int:
     from tasks.reports.views import print_report  # heavy: the report views (rich, the catalog's SQL)
 
     print_report(con, a.views or None)
+    return 0
+
+
+def print_reproductions(con) -> int:
+    """``linkedqa report --reproductions``: each condition's paper figure beside the newest measured one."""
+    rows = con.execute(
+        "SELECT paper, condition, metric, paper_printed, paper_value, measured, difference, n, model, question_limit "
+        "FROM reproduction_matrix").fetchall()
+    if not rows:
+        raise LookupError("no reproductions stored yet: run `linkedqa reproduce PAPER` (see `linkedqa reproduce "
+                          "--list`)")
+    print(f"{'paper':<11} {'condition':<36} {'metric':<22} {'printed':>8} {'paper':>8} {'measured':>8} {'diff':>8} "
+          f"{'n':>6}  model")
+    for paper, cond, metric, printed, pv, mv, diff, n, model, limit in rows:
+        print(f"{paper:<11} {cond:<36} {metric:<22} {printed:>8} {num(pv):>8} {num(mv):>8} {num(diff):>8} "
+              f"{n if n is not None else '-':>6}  {model}" + (f" (--limit {limit})" if limit else ""))
     return 0
 
 

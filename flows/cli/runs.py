@@ -44,8 +44,11 @@ def check_run_args(a: argparse.Namespace):
     return cfg
 
 
-def execute_run(a: argparse.Namespace) -> str:
-    """Validate, run and print the metrics of ``linkedqa run`` arguments; returns the run id."""
+def execute_run(a: argparse.Namespace, close: bool = True) -> str:
+    """Validate, run and print the metrics of ``linkedqa run`` arguments; returns the run id.
+
+    ``close=False`` keeps this process's engines for the next run (``linkedqa reproduce``; it closes them).
+    """
     cfg = check_run_args(a)  # before the heavy imports: a bad argument is refused in ~1.5 s, not ~5
     from flows.run_method import run_method_on  # heavy: pulls prefect
     from tasks.runs.backends import close_backends  # heavy: the LLM backends
@@ -54,7 +57,8 @@ def execute_run(a: argparse.Namespace) -> str:
     try:
         run_id = run_method_on(cfg, a.runner, a.workers, a.dask_address)
     finally:
-        close_backends()
+        if close:
+            close_backends()
     print_metrics(run_id)
     return run_id
 

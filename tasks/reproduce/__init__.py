@@ -1,0 +1,1 @@
+"""The papers' table rows as reproduction conditions, and the paper-vs-measured rows of their runs."""
