@@ -20,7 +20,7 @@ PREFECT_PORT ?= 4200
 # pytest-xdist workers of `make test`: the e2e tests stay on one of them (tests/conftest.py)
 TEST_WORKERS ?= 2
 
-.PHONY: venv demo test lint lock-check docs bench bench-scale report serve clean-warehouse help
+.PHONY: venv demo test lint lock-check docs bench bench-scale reproduce report serve clean-warehouse help
 
 help:
 	@echo "make demo   - build the sample KB, prepare the embedded model, run search-recall on WebQSP-EL test and ELA on 20 of its questions, print metrics"
@@ -28,6 +28,8 @@ help:
 	@echo "make bench  - speed benchmarks (tests/bench), printing ratios against in-run baselines"
 	@echo "make bench-scale - scale rehearsal (long, not in make bench): the real CLI on synthetic 1x/10x/30x dumps,"
 	@echo "               wall / peak RSS / disk per step, growth exponents, full-dump projection (SIZES=, ARGS=)"
+	@echo "make reproduce - every runnable condition of the five papers with the embedded model (hours; not in bench),"
+	@echo "               then the reproduction pages' measured column (ARGS=\"--papers ela --scale 0.5\")"
 	@echo "make lint   - ruff"
 	@echo "make lock-check - resolve requirements/lock.txt and lock-gpu.txt on the public registry alone (dry run)"
 	@echo "make venv LOCK=requirements/lock-gpu.txt - .venv with vLLM's CUDA build (Linux x86-64 with an NVIDIA GPU)"
@@ -95,6 +97,12 @@ bench: $(STAMP)
 SIZES ?= 10000,100000,300000
 bench-scale: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_scale --sizes $(SIZES) $(ARGS)
+
+# The embedded model's column of docs/reproductions/: long (hours on 2 cores), so not part of `bench`'s run_all.
+reproduce: $(STAMP)
+	$(BIN)/linkedqa kb build --sample
+	$(BIN)/python -m tests.bench.bench_reproduce $(ARGS)
+	$(BIN)/python -m tests.readme_sections --write
 
 report: $(STAMP)
 	$(BIN)/linkedqa report

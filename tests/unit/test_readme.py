@@ -140,7 +140,11 @@ def test_no_open_issues_sentence_about_methods():
 
     words = re.compile(r"\bmethods?\b|" + "|".join(re.escape(m) for m in METHODS) + r"|ReAct|KGQA|EA-Agent|ToG",
                        flags=re.I)
-    sentences = re.split(r"(?<=[.;])\s+", TEXT)
+    text = TEXT
+    for name in gen.SECTIONS:  # generated from data: the papers' own baselines that linkedqa does not implement
+        begin, end = gen._markers(name)
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), "", text, flags=re.S)
+    sentences = re.split(r"(?<=[.;])\s+", text)
     stale = [s for s in sentences if re.search(r"open issue|not (?:yet )?implemented", s, re.I) and words.search(s)]
     assert stale == [], "README says methods are open issues; every registered method runs end to end"
 
