@@ -13,6 +13,7 @@ import json
 import shlex
 
 from flows.cli.errors import EXIT_OTHER
+from flows.cli.runs import execute_run
 from storage.catalog import refresh_catalog
 
 #: ``linkedqa run`` options that ``reproduce`` passes on to every run (dest -> option).
@@ -58,9 +59,8 @@ def check_reproduce(a: argparse.Namespace) -> None:
 
 def record(paper, condition) -> dict:
     """The ``--list --json`` record of one condition."""
-    from tasks.methods.registry import METHODS  # heavy: every method's module
+    from tasks.reproduce.conditions import needs_llm  # heavy: every method's module
 
-    cls = METHODS.get(condition.method or "")
     return {
         "id": condition.id, "paper": paper.id, "table": condition.table, "row": condition.row,
         "paper_model": condition.paper_model, "method": condition.method, "dataset": condition.dataset,
@@ -68,7 +68,7 @@ def record(paper, condition) -> dict:
         "paper_metrics": [{"metric": f.metric, "printed": f.printed, "value": f.value} for f in condition.figures],
         "linkedqa_metrics": [f.linkedqa for f in condition.metrics()],
         "runnable": condition.runnable, "reason": condition.reason,
-        "needs_llm": None if cls is None else cls.needs_llm,
+        "needs_llm": needs_llm(condition) if condition.runnable else None,
         "command": condition.shell() if condition.runnable else None,
         "differs": condition.differs,
     }
@@ -129,7 +129,6 @@ def run_conditions(a: argparse.Namespace, paper, conditions) -> int:
 
 
 def _run_each(parser, a, paper, conditions, rows: list, failed: list) -> None:
-    from flows.cli.runs import execute_run
     from tasks.reproduce.matrix import measured_rows  # heavy: the run machinery's storage
 
     for n, c in enumerate(conditions, 1):

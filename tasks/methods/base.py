@@ -149,6 +149,11 @@ class Method:
             raise UnknownSetting(f"method {cls.name!r} does not apply to dataset {dataset!r} (task {task!r}); "
                                  f"it accepts datasets of task(s) {', '.join(cls.tasks)}")
 
+    @property
+    def uses_llm(self) -> bool:
+        """Whether a run with these settings asks an LLM (``needs_llm``, unless a setting turns the LLM off)."""
+        return type(self).needs_llm
+
     @classmethod
     def check_inputs(cls, settings: MethodSettings, dataset: str, root: Path | None) -> None:
         """Refuse, before a run starts, settings that name inputs which do not exist (none by default).

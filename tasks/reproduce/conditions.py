@@ -266,3 +266,19 @@ def check_condition(c: Condition) -> None:
     if unknown:
         raise ConditionError(f"condition {c.id}: {c.method} on {c.dataset} stores no metric {unknown}; it stores "
                              f"{sorted(known)}")
+
+
+def needs_llm(c: Condition) -> bool:
+    """Whether a runnable condition's run asks an LLM (its ``before`` step's included).
+
+    Raises:
+        ConditionError: The condition is not runnable.
+    """
+    from tasks.methods.registry import get_method  # heavy: every method's module
+
+    if not c.runnable:
+        raise ConditionError(f"condition {c.id} is not runnable: {c.reason}")
+    steps = [(str(c.method), {k: v.replace(RUN_SLOT, "ela-run-id") for k, v in c.settings.items()})]
+    if c.before is not None:
+        steps.append((c.before.method, c.before.settings))
+    return any(get_method(m)(get_method(m).parse_settings(s)).uses_llm for m, s in steps)

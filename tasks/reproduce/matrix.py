@@ -34,6 +34,8 @@ def measured_rows(paper: Paper, condition: Condition, run_id: str, root: Path | 
                           f"{condition.id}` to resume it")
     stored = {r["metric"]: r for r in read_table(rdir / "metrics", "metrics").to_pylist()}
     cfg = manifest.get("config") or {}
+    (run_row,) = read_table(rdir / "runs", "runs").to_pylist()
+    model = None if run_row["model"] is None else model_label(str(run_row["model"]))  # None: the run asked no LLM
     recorded = _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")  # orders two invocations a second apart
     rows = []
     for fig in condition.metrics():
@@ -46,8 +48,7 @@ def measured_rows(paper: Paper, condition: Condition, run_id: str, root: Path | 
             "metric": fig.linkedqa, "paper_value": paper_value, "paper_printed": fig.printed,
             "measured": measured,
             "difference": None if measured is None or paper_value is None else measured - paper_value,
-            "n": None if m is None else m["n"], "model": model_label(str(cfg.get("model"))),
-            "backend": cfg.get("backend"),
+            "n": None if m is None else m["n"], "model": model, "backend": run_row["backend"],
             "run_id": run_id, "kb_version": manifest.get("kb_version"), "question_limit": cfg.get("limit"),
             "git_sha": manifest.get("git_sha"), "recorded_at": recorded,
         })

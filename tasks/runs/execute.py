@@ -234,7 +234,7 @@ def run_shard(run: ResolvedRun, i: int) -> ShardRun:
     if checks_enabled():
         tools = checked_tools(tools)
     write_side_outputs(run.run_dir, ctx.side_outputs)
-    backend = get_backend(plan.config, root) if run.method_cls.needs_llm else None
+    backend = get_backend(plan.config, root) if run.method.uses_llm else None
     check_engine_dtype(plan, getattr(backend, "dtype", None), root)
     setup_s = time.perf_counter() - t0
 
@@ -294,7 +294,7 @@ def write_shard(run: ResolvedRun, ran: ShardRun, rows: list[dict], log: Log = pr
         ),
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "engine_dtype": ran.engine_dtype,
-        "scheduler": plan.config.scheduler if run.method_cls.needs_llm else None,
+        "scheduler": plan.config.scheduler if run.method.uses_llm else None,
         "pid": os.getpid(),
         "finished_at": now_iso(),
     }
@@ -340,7 +340,6 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
     if stale:
         log(f"removed {len(stale)} temp file(s) left by killed writers: {', '.join(p.name for p in stale)}")
     questions = plan_questions(plan, root)
-    method_cls = run.method_cls
     shard_recs = [rec for rec in records if rec]  # shard order; a finished shard without its record adds nothing
     # a resumed run also spent the wall time of the shards finished by earlier attempts
     wall_s += sum(r.get("wall_s", 0.0) for r in shard_recs if r.get("finished_at", "") < started_at)
@@ -357,8 +356,8 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
     cfg = plan.config
     write_table([{
         "run_id": plan.run_id, "method": cfg.method, "dataset": cfg.dataset, "split": plan.split,
-        "kb_version": plan.kb_version, "backend": cfg.backend if method_cls.needs_llm else None,
-        "model": cfg.model if method_cls.needs_llm else None,
+        "kb_version": plan.kb_version, "backend": cfg.backend if run.method.uses_llm else None,
+        "model": cfg.model if run.method.uses_llm else None,
         "config": json.dumps({"config": cfg.model_dump(mode="json", exclude={"base_url"}),
                               "settings": plan.method_settings}, sort_keys=True),
         "n_questions": len(ids), "n_shards": plan.n_shards, "n_errors": n_err,

@@ -3,7 +3,7 @@
 Not a speed benchmark and not in ``make bench``: it measures the embedded model's column of the reproduction pages
 (``docs/reproductions/<paper>.md``). Each paper's runnable conditions run through the real command line,
 ``linkedqa reproduce PAPER --condition ID... --limit N``, on the sample KB in ``LINKEDQA_HOME``, with ``N`` chosen
-per method to fit the budget (:data:`LIMITS`; a method that needs no LLM runs its whole split). Conditions whose
+per method to fit the budget (:data:`LIMITS`; a condition whose run asks no LLM runs its whole split). Conditions whose
 commands are equal share one run (the run id is the same), so the rows of two paper models cost one run. Then the
 newest rows of the embedded model are written to ``docs/reproductions/embedded-model.json`` with the machine, the
 commit and each run's n; ``python -m tests.readme_sections --write`` puts them on the pages.
@@ -27,7 +27,7 @@ from storage import layout
 from storage.manifest import git_sha
 from tasks.llm.models import EMBEDDED_MODEL
 from tasks.methods.registry import METHODS
-from tasks.reproduce.conditions import load_papers
+from tasks.reproduce.conditions import load_papers, needs_llm
 from tasks.reproduce.pages import MEASURED_FILE
 
 #: Questions per condition, by method (None: the whole split). Chosen so that every runnable condition of the
@@ -47,9 +47,9 @@ def _lscpu() -> str:
     return f"{model}, {cores} cores with {isa}"
 
 
-def limit_for(method: str, scale: float) -> int | None:
-    """The ``--limit`` of a method's conditions (None: the whole split)."""
-    base = LIMITS[method]
+def limit_for(method: str, scale: float, llm: bool = True) -> int | None:
+    """The ``--limit`` of a method's conditions (None: the whole split, as for every run that asks no LLM)."""
+    base = LIMITS[method] if llm else None
     return None if base is None else max(1, round(base * scale))
 
 
@@ -58,7 +58,7 @@ def run_paper(pid: str, scale: float) -> tuple[float, list[str]]:
     groups: dict[int | None, list[str]] = {}
     for c in load_papers()[pid].conditions:
         if c.runnable:
-            groups.setdefault(limit_for(str(c.method), scale), []).append(c.id)
+            groups.setdefault(limit_for(str(c.method), scale, needs_llm(c)), []).append(c.id)
     t0, failed = time.perf_counter(), []
     for limit, ids in groups.items():
         cmd = [sys.executable, "-m", "flows.cli", "reproduce", pid, *[x for i in ids for x in ("--condition", i)]]
@@ -75,8 +75,8 @@ def export(out: Path, walls: dict[str, float], scale: float) -> int:
     cols = ["paper", "condition", "metric", "paper_value", "measured", "difference", "n", "question_limit", "run_id",
             "kb_version", "git_sha"]
     rows = [dict(zip(cols, r, strict=True)) for r in con.execute(
-        f"SELECT {', '.join(cols)} FROM reproduction_matrix WHERE model = ? ORDER BY paper, condition, metric",
-        [EMBEDDED_MODEL]).fetchall()]
+        f"SELECT {', '.join(cols)} FROM reproduction_matrix WHERE model = ? OR model IS NULL "
+        "ORDER BY paper, condition, metric", [EMBEDDED_MODEL]).fetchall()]
     con.close()
     out.write_text(json.dumps({
         "machine": _lscpu(), "commit": git_sha(), "model": EMBEDDED_MODEL, "scale": scale,

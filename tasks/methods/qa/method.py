@@ -177,6 +177,9 @@ class RagSettings(QASettings):
     """Passages in the prompt, best first (paper: 4)."""
     eval_k: int = 20
     """Passages kept in the trajectory for the retrieval metrics nDCG/MRR/top-k (paper: k up to 100)."""
+    answer: bool = True
+    """False: retrieval only, no LLM call (the answer stays empty): a run then measures the retrieval metrics alone,
+    as the ER paper's Table 1 does."""
 
 
 class ERSettings(QASettings):
@@ -189,6 +192,9 @@ class ERSettings(QASettings):
     an earlier linking run predicted, e.g. an ELA run)."""
     max_entities: int = 4
     """Entities per question whose articles enter the prompt."""
+    answer: bool = True
+    """False: retrieval only, no LLM call (the answer stays empty): a run then measures the retrieval metrics alone,
+    as the ER paper's Table 1 does."""
 
 
 def _sampling(settings: QASettings, task: str) -> SamplingConfig:
@@ -292,6 +298,11 @@ class _RagMethod(Method):
         """Retrieval metrics on QA datasets (answer-string relevance means nothing for yes/no)."""
         return list(RETRIEVAL_METRICS) if task == "qa" else []
 
+    @property
+    def uses_llm(self) -> bool:
+        """No LLM with ``answer=false``."""
+        return self.settings.answer
+
     def retriever(self, ctx: MethodContext):  # pragma: no cover - overridden
         raise NotImplementedError
 
@@ -309,6 +320,8 @@ class _RagMethod(Method):
             hits = yield ToolCall("retrieve", {"query": item["question"], "k": k})
             ictx.log(note_retrieved(hits[:k]))
             docs, truncated = budget_docs(hits[: s.docs], s.max_doc_words)
+            if not s.answer:
+                return AgentResult(answer="", scores={"docs_truncated": float(truncated)})
             answer = yield from _answer_step(item, ictx, qa_prompt(item["question"], docs), sampling, s.system)
             return AgentResult(answer=answer, scores={"docs_truncated": float(truncated)})
 
@@ -466,6 +479,11 @@ class ERMethod(Method):
         if m:
             linked_entities(m.group("run"), root or layout.home(), dataset)
 
+    @property
+    def uses_llm(self) -> bool:
+        """No LLM with ``answer=false``."""
+        return self.settings.answer
+
     def extra_metrics(self, task: str) -> list[str]:
         """Retrieval metrics over the ER documents (QA datasets), and ``hit1`` when entities come from a run."""
         out = list(RETRIEVAL_METRICS) if task == "qa" else []
@@ -505,11 +523,13 @@ class ERMethod(Method):
                                      "text": first_words(art["text"], s.words)})
             ictx.log(note_retrieved([{"id": d["page_id"], "title": d["title"], "text": d["text"]} for d in docs]))
             docs_in, truncated = budget_docs(docs, s.max_doc_words)
-            if not docs_in:
-                reason = "no linked entity" if not qids else "no article for the linked entities"
-                ictx.log(note_fallback("closed-book", reason))
-            answer = yield from _answer_step(item, ictx, qa_prompt(item["question"], docs_in or None), sampling,
-                                            s.system)
+            answer = ""
+            if s.answer:
+                if not docs_in:
+                    reason = "no linked entity" if not qids else "no article for the linked entities"
+                    ictx.log(note_fallback("closed-book", reason))
+                answer = yield from _answer_step(item, ictx, qa_prompt(item["question"], docs_in or None), sampling,
+                                                s.system)
             # predicted_entities only for linked entities (ERSp / ELA-for-QA): gold ones are not predictions
             return AgentResult(answer=answer, predicted_entities=[q for q in qids if q] if linked is not None else [],
                                scores={"fallback": float(not docs_in), "missing_articles": float(missing),
