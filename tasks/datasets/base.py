@@ -33,6 +33,9 @@ REJECT_COLUMNS: tuple[str, ...] = tuple(REJECTS.names)
 
 Row = dict[str, Any]
 
+#: The IRI prefix of Wikidata entities: an answer that is a Wikidata lexeme or property (not an item) is kept as
+#: ``WIKIDATA_ENTITY + id`` among the literal answers, so the QALD metrics still see an entity (GERBIL's IRI).
+WIKIDATA_ENTITY = "http://www.wikidata.org/entity/"
 _WD_ENTITY_URI = re.compile(r"^https?://www\.wikidata\.org/entity/([QLPM]\d+(?:-[FS]\d+)?)$")
 _QID = re.compile(r"^Q\d+$")
 _SPARQL_QID = re.compile(r"(?:\bwd:|<https?://www\.wikidata\.org/entity/)(Q\d+)\b>?")
@@ -344,7 +347,7 @@ class SparqlGold:
     Attributes:
         qids: Wikidata items (``Q...``) among the bindings, in order.
         literals: Literal values (numbers, dates as ISO text, strings, ``true``/``false`` for ASK), plus
-            non-item URIs (Wikidata lexemes/properties as their local id, other URIs verbatim).
+            non-item URIs (Wikidata lexemes/properties as ``WIKIDATA_ENTITY`` + id, other URIs verbatim).
         answer_type: ``boolean`` | ``resource`` | ``literal`` | ``mixed`` | ``empty``.
         variables: Head variables.
         datatypes: Datatypes (or ``lang:<tag>``) seen among the literal bindings.
@@ -391,7 +394,7 @@ def parse_sparql_results(answers: Any) -> SparqlGold:
                     if wid and wid.startswith("Q"):
                         qids.append(wid)
                     else:
-                        literals.append(wid or text)
+                        literals.append(WIKIDATA_ENTITY + wid if wid else text)
                 else:
                     literals.append(text.strip())
                     lang = value.get("xml:lang")

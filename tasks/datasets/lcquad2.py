@@ -11,10 +11,10 @@ Outputs: ``questions`` rows in split ``train``:
   (``meta.original_question`` keeps the raw value), so the split keeps the file's size and a run can filter
   them. Rows with neither are rejects.
 * ``gold_entities``: the *entities in the query* (``wd:Q..`` in ``sparql_wikidata``).
-* ``gold_answer_qids``: entity answers; ``gold_answers``: literal answers (``true``/``false`` for ASK) then
-  the labels of the entity answers. ``solved_answer`` holds one label per answer, index-aligned with
-  ``answer`` (checked: literals sit at the same index in both lists); labels are only paired when the lengths
-  agree.
+* ``gold_answer_qids``: entity answers; ``gold_answers``: literal answers (``true``/``false`` for ASK; a
+  Wikidata lexeme or property as its IRI) then the labels of the entity answers. ``solved_answer`` holds one
+  label per answer, index-aligned with ``answer`` (checked: literals sit at the same index in both lists); labels
+  are only paired when the lengths agree.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.datasets.base import (
+    WIKIDATA_ENTITY,
     DatasetBuilder,
     LoadedDataset,
     clean_text,
@@ -78,7 +79,7 @@ def _answers(answer: list[Any], solved: list[Any]) -> tuple[list[str], list[str]
         if wid and wid.startswith("Q"):
             qids.append(wid)
         elif wid:
-            literals.append(wid)
+            literals.append(WIKIDATA_ENTITY + wid)
         elif a is not None:
             literals.append(literal_text(a))
     labels: dict[str, list[str]] = {}

@@ -16,10 +16,10 @@ Outputs: ``questions`` rows. Gold answers:
 
 * ``gold_answer_qids``: Wikidata items among the answers.
 * ``gold_answers``: the literal answers (numbers, ISO dates, strings, ``true``/``false`` for ASK, non-item
-  URIs; Wikidata lexemes/properties as their local id ``L..``/``P..``) followed by the labels and aliases of
-  the entity answers where a label source exists. ``meta.gold_literals`` holds the literal answers alone and
-  ``meta.answer_labels`` the labels per QID, so QALD set metrics can use ``gold_answer_qids`` +
-  ``meta.gold_literals`` without the aliases.
+  URIs; a Wikidata lexeme or property as its IRI ``http://www.wikidata.org/entity/L..``, so the QALD metrics
+  count it as an entity, as GERBIL does) followed by the labels and aliases of the entity answers where a label
+  source exists. ``meta.gold_literals`` holds the literal answers alone and ``meta.answer_labels`` the labels
+  per QID, so QALD set metrics can use ``gold_answer_qids`` + ``meta.gold_literals`` without the aliases.
 * ``gold_entities``: for QALD-10, ToG's topic entities (``qid_topic_entity`` keys) when the English question
   text matches a ToG question, otherwise the *entities in the query* (every ``wd:Q..`` in the SPARQL, which
   also includes classes such as ``wd:Q5``); ``meta.gold_entities_source`` says which
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.datasets.base import (
+    WIKIDATA_ENTITY,
     DatasetBuilder,
     DatasetError,
     LoadedDataset,
@@ -92,7 +93,7 @@ def flat_answers(answers: list[Any], solved: list[Any] | None) -> dict[str, Any]
         if wid and wid.startswith("Q"):
             qids.append(wid)
         elif wid:
-            literals.append(wid)
+            literals.append(WIKIDATA_ENTITY + wid)
         elif a is not None:
             literals.append(literal_text(a))
     by_id, unpaired, aligned = pair_answer_labels(list(answers or []), list(solved or []))

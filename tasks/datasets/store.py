@@ -25,7 +25,7 @@ from tasks.datasets.ea_kg import AlignmentPair, read_kg_tables, read_pair_cached
 from tasks.datasets.jsonl import DEFAULT_TASK
 from tasks.datasets.registry import get_spec, import_jsonl, load_dataset
 
-LOADER_FORMAT = 1
+LOADER_FORMAT = 2
 
 
 def dataset_version(name: str, sources: list[Path], task: str | None = None) -> str:

@@ -25,8 +25,11 @@ Outputs: ``questions`` rows in three splits per dataset:
   each answer's ``EntityName`` (``AnswerArgument`` when the name is null), which is how ToG's evaluation aligns
   WebQSP answers, or, for questions without parses, the compact ``answer`` list with its nulls dropped (nulls
   stand for value answers such as dates that the compact file lost; counted in ``meta.null_answers``); grailqa
-  each answer's ``entity_name`` (else ``answer_argument``); webquestions ``answers``. A question without any
-  gold answer is kept with ``gold_answers`` = [] and ``meta.no_gold_answers`` = true. ``gold_answer_qids`` is
+  each answer's ``entity_name`` (else ``answer_argument``); webquestions ``answers``. Answers are stripped and
+  deduplicated; a blank one (empty or whitespace only) is kept as ``""``, as both reference scripts keep it
+  (their substring test finds it in every answer): 17 WebQuestions and 11 WebQSP questions have one, CWQ and
+  GrailQA none. A question without any gold answer is kept with ``gold_answers`` = [] and
+  ``meta.no_gold_answers`` = true. ``gold_answer_qids`` is
   always [] (the answers are Freebase names, not annotated with QIDs: QALD-style metrics then fall back to
   ``gold_answers``). ``gold_entities``: the Wikidata topic entities, i.e. the ``qid_topic_entity`` keys (cwq,
   webquestions, webqsp sample100) that are real QIDs (ToG's ``UnknownQID`` placeholder is dropped); for webqsp
@@ -69,7 +72,7 @@ import functools
 import json
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -139,17 +142,32 @@ def _question(rec: dict[str, Any], key: str) -> tuple[str, dict[str, Any]]:
     return question, ({"raw_question": rec[key]} if question != rec[key].strip() else {})
 
 
+def _aliases(values: Iterable[Any]) -> list[str]:
+    """Gold answer strings, stripped, repeats dropped (first kept), ``None`` dropped, a blank one kept as ``""``.
+
+    Both reference scripts keep a blank alias, and their substring test finds it in every answer.
+    """
+    return list(dict.fromkeys(clean_text(v) for v in values if v is not None))
+
+
 def _texts(value: Any, key: str) -> tuple[list[str], int]:
     """Answer strings from a string or a list of strings; returns ``(answers, number of nulls dropped)``."""
     if value is None:
         return [], 0
     if isinstance(value, str | int | float) and not isinstance(value, bool):
-        return dedupe([clean_text(value)]), 0
+        return _aliases([value]), 0
     if not isinstance(value, list):
         raise _Bad(f"{key} is neither text nor a list ({type(value).__name__})")
     if any(isinstance(v, dict | list) for v in value):
         raise _Bad(f"{key} holds non-text values")
-    return dedupe(clean_text(v) for v in value if v is not None), sum(1 for v in value if v is None)
+    return _aliases(value), sum(1 for v in value if v is None)
+
+
+def _test_row(dataset: str, question_id: str, question: str, answers: list[str], **fields: Any) -> Row:
+    """A ``test`` row whose ``gold_answers`` are ``answers`` as given, a blank alias included."""
+    row = question_row(dataset, TEST, question_id, question, gold_answers=answers, **fields)
+    row["gold_answers"] = list(answers)  # question_row drops blank strings
+    return row
 
 
 def _record_id(rec: dict[str, Any], key: str) -> str:
@@ -337,7 +355,7 @@ def load_cwq(data_root: Path) -> LoadedDataset:
                     compositionality_type=rec.get("compositionality_type"), webqsp_id=rec.get("webqsp_ID"),
                     webqsp_question=rec.get("webqsp_question"), machine_question=rec.get("machine_question"),
                     gold_entities_source="qid_topic_entity" if gold else "none", **_answer_meta(answers))
-        row = question_row(CWQ, TEST, qid, question, gold_entities=gold, gold_answers=answers, meta=meta)
+        row = _test_row(CWQ, qid, question, answers, gold_entities=gold, meta=meta)
         return row, _topic_names(topic, topic_qids)
 
     return _load(CWQ, data_root, data_root / CWQ_FILE, parse)
@@ -347,7 +365,7 @@ def _parse_answers(parses: Any) -> list[str]:
     """Union over WebQSP ``Parses`` of ``EntityName`` (``AnswerArgument`` when the name is null), as ToG aligns."""
     if not isinstance(parses, list):
         raise _Bad("Parses is not a list")
-    out: list[str] = []
+    out: list[Any] = []
     for parse in parses:
         answers = parse.get("Answers") if isinstance(parse, dict) else None
         if not isinstance(answers, list):
@@ -356,8 +374,8 @@ def _parse_answers(parses: Any) -> list[str]:
             if not isinstance(ans, dict):
                 raise _Bad("an answer is not an object")
             name = ans.get("EntityName")
-            out.append(clean_text(name if name is not None else ans.get("AnswerArgument")))
-    return dedupe(out)
+            out.append(name if name is not None else ans.get("AnswerArgument"))
+    return _aliases(out)
 
 
 def load_webqsp(data_root: Path) -> LoadedDataset:
@@ -405,7 +423,7 @@ def load_webqsp(data_root: Path) -> LoadedDataset:
             if unmapped:
                 meta["unmapped_mids"] = unmapped
         meta.update(topic_entity=topic, topic_names=names, **_answer_meta(answers))
-        row = question_row(WEBQSP, TEST, qid, question, gold_entities=gold, gold_answers=answers, meta=meta)
+        row = _test_row(WEBQSP, qid, question, answers, gold_entities=gold, meta=meta)
         return row, _topic_names(topic, topic_qids)
 
     return _load(WEBQSP, data_root, data_root / WEBQSP_FILE, parse, _table_files(data_root))
@@ -422,8 +440,8 @@ def load_grailqa(data_root: Path) -> LoadedDataset:
         raw_answers = rec.get("answer") or []
         if not isinstance(raw_answers, list) or not all(isinstance(a, dict) for a in raw_answers):
             raise _Bad("answer is not a list of objects")
-        answers = dedupe(clean_text(a.get("entity_name") if a.get("entity_name") is not None
-                                    else a.get("answer_argument")) for a in raw_answers)
+        answers = _aliases(a.get("entity_name") if a.get("entity_name") is not None else a.get("answer_argument")
+                           for a in raw_answers)
         names, unmapped = _mapped(topic, table)
         meta.update(topic_entity=topic, topic_names=names, freebase_sparql=rec.get("sparql_query"),
                     s_expression=rec.get("s_expression"), level=rec.get("level"), domains=rec.get("domains"),
@@ -435,8 +453,7 @@ def load_grailqa(data_root: Path) -> LoadedDataset:
                     gold_entities_source="mid_qid_table" if names else "none", **_answer_meta(answers))
         if unmapped:
             meta["unmapped_mids"] = unmapped
-        row = question_row(GRAILQA, TEST, qid, question, gold_entities=list(names), gold_answers=answers,
-                           meta=meta)
+        row = _test_row(GRAILQA, qid, question, answers, gold_entities=list(names), meta=meta)
         return row, _topic_names(topic)
 
     return _load(GRAILQA, data_root, data_root / GRAILQA_FILE, parse, _table_files(data_root))
@@ -452,8 +469,7 @@ def load_webquestions(data_root: Path) -> LoadedDataset:
         gold = _gold_qids(topic_qids)
         meta.update(url=rec.get("url"), topic_entity=topic, topic_names=topic_qids,
                     gold_entities_source="qid_topic_entity" if gold else "none", **_answer_meta(answers))
-        row = question_row(WEBQUESTIONS, TEST, str(i), question, gold_entities=gold, gold_answers=answers,
-                           meta=meta)
+        row = _test_row(WEBQUESTIONS, str(i), question, answers, gold_entities=gold, meta=meta)
         return row, _topic_names(topic, topic_qids)
 
     return _load(WEBQUESTIONS, data_root, data_root / WEBQUESTIONS_FILE, parse)

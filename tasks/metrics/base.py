@@ -27,8 +27,11 @@ from dataclasses import dataclass, field
 #: * 1: linkedqa's own rules;
 #: * 2: each metric reproduces its benchmark's reference evaluation script under the paper's name (docs/metrics.md);
 #:   other conventions are extra metrics with names of their own;
-#: * 3: adds ``oracle_*``, the score of a perfect choice among what each item retrieved (its failure stage).
-METRICS_FORMAT = 3
+#: * 3: adds ``oracle_*``, the score of a perfect choice among what each item retrieved (its failure stage);
+#: * 4: QALD metrics type a value as an entity only when it is given as one (a gold QID, a predicted QID, a
+#:   Wikidata IRI), so a literal spelled like an id (``"L1"``) is a literal, as in GERBIL; the ToG family's
+#:   ``oracle_hit1_tog`` counts an item whose gold has a blank alias as reached (stage rules version 2).
+METRICS_FORMAT = 4
 
 
 class MetricError(ValueError):

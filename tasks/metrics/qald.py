@@ -7,24 +7,34 @@ gerbil-qa.aksw.org and the QALD-9/QALD-10 leaderboards), commit ``794c41a14d73ba
 ``src/main/java/org/aksw/gerbil/matching/impl/QAMatchingsCounter.java`` (``countMatchings``) and
 ``src/main/java/org/aksw/gerbil/qa/QAUtils.java`` (``translateQuestion``, ``transformToAnnotations``).
 
-Inputs: predicted and gold answer collections per question. Each value is canonicalised
-(:func:`canonical_answer`: Wikidata entity URIs -> QID, stripped text, the Wikidata literal serialisations
-written the way QALD systems answer); ``None`` values are dropped from predictions and are ``""`` in the gold
-set (GERBIL turns a null gold value into ``""``). Outputs: :class:`~tasks.metrics.base.MetricResult` objects.
+Inputs: predicted and gold answer collections per question. A value is an **entity** exactly when it is given
+as a Wikidata entity IRI (``http://www.wikidata.org/entity/Q42``; also ``https``, ``<...>`` or ``/wiki/``;
+``Q``, ``P`` and ``L`` ids); every other value is a **literal**, including a bare id such as ``"Q5"``, ``"P31"``
+or ``"L1"`` — as in GERBIL, which compares the gold file's and the system's values as strings, where a Wikidata
+entity is its IRI and a literal spelled like an id is a string without a ``:``. linkedqa's tables write entity
+answers as bare QIDs (``gold_answer_qids``; a prediction's ``answers``), so callers type those first:
+:func:`entity_iri` for a value known to be an entity, :func:`qids_as_entities` for a prediction's answers (a bare
+QID there is an entity). Each value is then canonicalised (:func:`canonical_answer`: an entity as
+``http://www.wikidata.org/entity/<id>``, a literal as stripped text with the Wikidata literal serialisations
+written the way QALD systems answer); ``None`` values are dropped from predictions and are ``""`` in the gold set
+(GERBIL turns a null gold value into ``""``). Outputs: :class:`~tasks.metrics.base.MetricResult` objects.
 
 **Gold answers** (GERBIL, and QALD's JSON): the gold answer set of a question is every value of every binding
 of its gold SPARQL result — entities and literals together. In linkedqa's ``questions`` rows that is
-``gold_answer_qids`` ∪ the literal answers (``meta.gold_literals`` when the row has it, else
-``gold_answers``); see ``tasks.metrics.registry``.
+``gold_answer_qids`` (entities) ∪ the literal answers (``meta.gold_literals`` when the row has it, else
+``gold_answers``); see ``tasks.metrics.registry``. The loaders keep a gold binding of type ``uri`` as its IRI
+(a Wikidata lexeme or property too), so it stays an entity.
 
 **Counts** (``QAMatchingsCounter`` with no literal-to-resource converter registered, GERBIL's default when
 ``org.aksw.gerbil.dataset.converter.domain`` is unset: a system literal missing from the gold set is one
 false positive): ``translateQuestion`` keeps an answer set as IRIs (*annotations*) when every value passes
-``transformToAnnotations``' IRI test, else as plain strings (an empty set is an IRI set). Entities (QIDs)
-are IRIs; a literal is an IRI when it matches ``[^\s]+:[^\s]+`` somewhere and parses as a ``java.net.URI``
-(:func:`gerbil_is_iri`). Then tp = |p∩g|, fp = |p - g|, fn = |g - p| — except when the gold set is a
-string set and the system answered a non-empty IRI set: IRIs are matched only against gold IRIs and
-strings only against gold strings, so tp = 0, fp = |p|, fn = |g| (e.g. gold {Q1, "5"}, answer {Q1}).
+``transformToAnnotations``' IRI test, else as plain strings (an empty set is an IRI set). An entity's IRI
+passes it; a literal passes when it matches ``[^\s]+:[^\s]+`` somewhere and parses as a ``java.net.URI``
+(:func:`gerbil_is_iri`), so a literal spelled like an id (``"L1"``, no ``:``) is a string. Then
+tp = |p∩g|, fp = |p - g|, fn = |g - p| — except when the gold set is a string set and the system answered a
+non-empty IRI set: IRIs are matched only against gold IRIs and strings only against gold strings, so tp = 0,
+fp = |p|, fn = |g| (e.g. gold {entity Q1, "5"}, answer {entity Q1}). Gold {"L1", "5"} and answer {"L1"}, all
+literals, are two string sets: tp = 1, fp = 0, fn = 1.
 
 Per-question measures from (tp, fp, fn):
 
@@ -63,31 +73,58 @@ from tasks.metrics.base import MetricError, MetricResult, item_ids, make_result,
 
 QALD_METRICS = ("qald_macro_f1_gerbil", "qald_macro_f1_mean", "qald_macro_precision_qald",
                 "qald_macro_precision_gerbil", "qald_macro_recall")
+#: How GERBIL (and the QALD files) spell a Wikidata entity: the canonical form of an entity answer.
+ENTITY_PREFIX = "http://www.wikidata.org/entity/"
 _WD_ENTITY = re.compile(r"^<?https?://(?:www\.)?wikidata\.org/(?:entity|wiki)/((?:Q|P|L)\d+)>?$")
+_BARE_ID = re.compile(r"^[QPL]\d+$")
+_BARE_QID = re.compile(r"^Q\d+$")
 
 
 _MIDNIGHT_DATE = re.compile(r"^(-?\d{4,}-\d\d-\d\d)T00:00:00Z$")
 _SIGNED_NUMBER = re.compile(r"^\+(\d+(?:\.\d+)?)$")
 
 
+def entity_iri(value: object) -> str:
+    """A value known to be an entity (a bare ``Q``/``P``/``L`` id or a Wikidata IRI) as its canonical IRI.
+
+    Raises:
+        MetricError: The value is neither.
+    """
+    text = str(value).strip()
+    if _BARE_ID.match(text):
+        return ENTITY_PREFIX + text
+    m = _WD_ENTITY.match(text)
+    if m is None:
+        raise MetricError(f"not a Wikidata entity id or IRI: {value!r}")
+    return ENTITY_PREFIX + m.group(1)
+
+
+def qids_as_entities(values: Iterable[object]) -> list[object]:
+    """A prediction's answers typed for the QALD metrics: each bare QID as an entity, other values unchanged.
+
+    linkedqa's methods write entity answers as QIDs; a bare ``P``/``L`` id is no answer they link, so it stays a
+    literal.
+    """
+    return [entity_iri(v) if isinstance(v, str) and _BARE_QID.match(v.strip()) else v for v in values]
+
+
 def canonical_answer(value: object) -> str:
-    """An answer value as compared: Wikidata entity URIs -> QID, everything else stripped text.
+    """An answer value as compared: a Wikidata entity IRI in its canonical spelling, anything else stripped text.
 
     Wikidata's serialisations of literals are written the way the QALD systems answer (the paper's
     post-processing): ``xsd:dateTime`` at midnight -> ``YYYY-MM-DD``, a leading ``+`` on a number dropped,
-    ``True``/``False`` -> ``true``/``false``.
+    ``True``/``False`` -> ``true``/``false``. A bare id (``"Q5"``) is a literal and stays as it is.
     """
     text = str(value).strip()
     m = _WD_ENTITY.match(text)
     if m:
-        return m.group(1)
+        return ENTITY_PREFIX + m.group(1)
     m = _MIDNIGHT_DATE.match(text) or _SIGNED_NUMBER.match(text)
     if m:
         return m.group(1)
     return text.lower() if text in ("True", "False", "TRUE", "FALSE") else text
 
 
-_ENTITY = re.compile(r"^[QPL]\d+$")
 _IRI_PATTERN = re.compile(r"[^\s]+:[^\s]+")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*$")
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -146,8 +183,8 @@ def _java_uri(text: str) -> bool:
 
 
 def gerbil_is_iri(answer: str) -> bool:
-    """Whether GERBIL's ``transformToAnnotations`` takes a canonical answer for an IRI (QIDs: always)."""
-    return bool(_ENTITY.match(answer)) or (bool(_IRI_PATTERN.search(answer)) and _java_uri(answer))
+    """Whether GERBIL's ``transformToAnnotations`` takes a canonical answer for an IRI (entities: always)."""
+    return bool(_IRI_PATTERN.search(answer)) and _java_uri(answer)
 
 
 def answer_set(values: Iterable[object] | None, *, gold: bool = False) -> set[str]:

@@ -17,10 +17,12 @@ Which columns each metric reads:
   ``ndcg_token@k``, ``topk_acc_token@k``, ``mrr_retrieval_token`` (whole-token relevance): ``retrieved_texts``
   (required) vs ``gold_answers``; the evaluation depth is the longest ``retrieved_texts`` list among the items
   and an ``@k`` metric with k above it is not reported (value ``None``, ``n`` 0; see ``tasks.metrics.qa``).
-- ``qald_*``: ``answers`` (else ``[answer]``) vs the union of ``gold_answer_qids`` and the literal gold answers:
+- ``qald_*``: ``answers`` (else ``[answer]``; a bare QID there is an entity, any other value a literal unless it
+  is a Wikidata IRI) vs the union of ``gold_answer_qids`` (entities) and the literal gold answers:
   ``meta.gold_literals`` when the question's ``meta`` (JSON object) has that key (the QALD and LC-QuAD loaders
-  write it: their ``gold_answers`` also hold the entity answers' labels), else ``gold_answers``; not scored when
-  both columns are null. GERBIL's gold set is every value of the gold SPARQL result: see ``tasks.metrics.qald``.
+  write it: their ``gold_answers`` also hold the entity answers' labels), else ``gold_answers`` (a literal spelled
+  like an id, ``"L1"``, stays a literal); not scored when both columns are null. GERBIL's gold set is every value
+  of the gold SPARQL result: see ``tasks.metrics.qald``.
 - ``tog`` family (``hit1_tog``, ``acc_tog``, their ``_answerable``/``_lenient``/``_togeval`` variants,
   ``em_strict``, ``f1_set``: ``answer`` vs ``gold_answers``; a prediction row with a non-null ``error`` is
   scored as having no response), ``anchor_acc`` (``predicted_entities`` vs ``gold_entities``),
@@ -50,7 +52,7 @@ from tasks.metrics.alignment import ALIGNMENT_METRICS, alignment_group
 from tasks.metrics.base import MetricError, MetricResult, merge_results
 from tasks.metrics.linking import DEFAULT_KS, LINKING_METRICS, hit_at_1, linking_metrics, recall_at_k
 from tasks.metrics.qa import ANSWER_EXTRACTORS, RETRIEVAL_KS, acc_sub, em, f1, retrieval_metrics, strategyqa_metrics
-from tasks.metrics.qald import QALD_METRICS, qald_metrics
+from tasks.metrics.qald import QALD_METRICS, entity_iri, qald_metrics, qids_as_entities
 from tasks.metrics.tog import TOG_METRICS, tog_metrics
 
 __all__ = [
@@ -149,17 +151,23 @@ def _group_retrieval(items: Sequence[EvalItem], ks: tuple[int, ...],
 _group_retrieval_token = functools.partial(_group_retrieval, rule="token")
 
 
-def _qald_pred(it: EvalItem) -> list[str]:
+def _qald_pred(it: EvalItem) -> list[Any]:
+    """The item's answers, typed: a bare QID is an entity (the ``answers`` column writes entity answers as QIDs)."""
     if it.answers is not None:
-        return it.answers
-    return [it.answer] if it.answer else []
+        return qids_as_entities(it.answers)
+    return qids_as_entities([it.answer]) if it.answer else []
 
 
-def _qald_gold(it: EvalItem) -> list[str] | None:
+def _qald_gold(it: EvalItem) -> list[Any] | None:
+    """The gold answer set: ``gold_answer_qids`` as entities, the literal answers as given."""
     literals = it.gold_literals if it.gold_literals is not None else it.gold_answers
     if it.gold_answer_qids is None and literals is None:
         return None
-    return [*(it.gold_answer_qids or []), *(literals or [])]
+    try:
+        entities = [None if q is None else entity_iri(q) for q in it.gold_answer_qids or []]
+    except MetricError as exc:
+        raise MetricError(f"{it.question_id}: gold_answer_qids: {exc}") from exc
+    return [*entities, *(literals or [])]
 
 
 def _group_qald(items: Sequence[EvalItem], _ks: tuple[int, ...]) -> dict[str, MetricResult]:

@@ -29,7 +29,9 @@ Families (docs/metrics.md#failure-stages states each rule next to the metric it 
   = 1, the exact answer set; ToG family: ``hit1_tog``); a method that retrieves no facts (closed-book, cot) has
   neither a grounding nor a reachability stage, a question without gold topic entities no grounding stage, and a
   count or yes/no question (QALD's ``aggregation`` or boolean answers, no gold QIDs) no reachability stage: no
-  single fact states such an answer.
+  single fact states such an answer. Under ToG's Hit@1 a blank gold alias matches every answer (the reference
+  scripts' substring test), so an item whose gold has one is reached by whatever facts it retrieved, and every
+  stage of such an item says ``blank_gold_alias: true`` in its evidence: its ``correct`` needs no right answer.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from tasks.metrics.qa import relevance
 
 #: Version of the stage rules, stored in every stage row (``linkedqa eval --write`` recomputes rows of other rules).
 #: The ``oracle_*`` metrics follow from the stages: a new version comes with a new ``METRICS_FORMAT``.
-STAGES_FORMAT = 1
+STAGES_FORMAT = 2
 
 #: Stage family -> its stages, in the order an item passes them (the last is ``correct``).
 STAGES: dict[str, tuple[str, ...]] = {
@@ -169,7 +171,8 @@ def oracle_metrics(metric_family: str, stages: Sequence[Stage]) -> list[dict[str
 
 def kgqa_stage(topic: Sequence[str], grounded: Sequence[str] | None, gold_ids: Sequence[str],
                gold_texts: Sequence[str], reached_ids: Collection[str] | None, reached_texts: Collection[str],
-               answer_text: str, need_all: bool, linked: bool, correct: bool, judge_reach: bool = True) -> Stage:
+               answer_text: str, need_all: bool, linked: bool, correct: bool, judge_reach: bool = True,
+               blank_matches_all: bool = False) -> Stage:
     """The KGQA stage of one item.
 
     Args:
@@ -187,8 +190,13 @@ def kgqa_stage(topic: Sequence[str], grounded: Sequence[str] | None, gold_ids: S
         correct: The item's headline hit.
         judge_reach: False when no fact can state the gold answer (a count or a yes/no computed over facts): the
             reachability stage is skipped for the item.
+        blank_matches_all: Whether the headline counts a blank gold label as matching every answer (ToG's Hit@1);
+            then a gold with one is reachable from any facts and the evidence says ``blank_gold_alias``.
     """
     ev: dict[str, Any] = {"topic": list(topic), "grounded": None if grounded is None else list(grounded)}
+    blank = blank_matches_all and any(not norm(g) for g in gold_texts)
+    if blank:
+        ev["blank_gold_alias"] = True
     if correct:
         return Stage("kgqa", "correct", ev)
     if grounded is not None:
@@ -198,6 +206,7 @@ def kgqa_stage(topic: Sequence[str], grounded: Sequence[str] | None, gold_ids: S
         texts_hit = [g for g in gold_texts if norm(g) in reached_texts]
         # gold labels include aliases: a text-only gold is reached by any of its labels
         reachable = (len(ids_hit) == len(gold_ids) if need_all else bool(ids_hit)) if gold_ids else bool(texts_hit)
+        reachable = reachable or blank
         ev.update({"reached": len(reached_ids or ()), "gold_reached": ids_hit or texts_hit})
         if not judge_reach:
             ev["reachability"] = "not judged: the answer is computed over facts (a count or yes/no)"

@@ -12,7 +12,8 @@ Evidence per family (rules: ``tasks.metrics.stages``):
 * ``kgqa``: the gold topic entities (``gold_entities``) against what the method grounded (``predicted_entities``:
   kg-1hop's and react-kg's main entity, AnchorRAG's and ToG's anchors); the facts its ``kg_facts`` and
   ``kg_neighbours`` calls returned, replayed like ELA's searches with the run's own KG tools, against the gold
-  answers (QIDs, else labels and literal values); the answer text against the gold labels.
+  answers (QIDs, else labels and literal values); the answer text against the gold labels; under ToG's Hit@1, a
+  blank gold label (it matches every answer: flagged ``blank_gold_alias`` in the evidence).
 
 An item gets a stage when the run's headline metric scored it (``predictions.scores``); so the stages of a run add
 up to that metric's ``n``.
@@ -128,7 +129,8 @@ def item_stages(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
             computed = not gold_ids and (bool(meta.get("aggregation")) or meta.get("answer_type") == "boolean")
             out[qid] = kgqa_stage(list(q.get("gold_entities") or []), grounded, gold_ids,
                                   list(q.get("gold_answers") or []), ids, texts, p.get("answer") or "",
-                                  need_all=qald, linked=qald, correct=hit[qid] == 1.0, judge_reach=not computed)
+                                  need_all=qald, linked=qald, correct=hit[qid] == 1.0, judge_reach=not computed,
+                                  blank_matches_all=not qald)
     else:
         for p in scored:
             q = qs[p["question_id"]]

@@ -210,6 +210,9 @@ def test_qald10_gold_answers_hand_checked(data_root):
     assert "Richard S. Zemel" in q["330"]["gold_answers"]
     # id 345: a non-Wikidata URI is a literal answer
     assert q["345"]["gold_answers"] == ["https://www.npr.org/series/tiny-desk-concerts/"]
+    # id 25: a lexeme uri binding keeps its IRI (QALD-10's only non-item Wikidata answer)
+    assert _meta(q["25"])["gold_literals"] == ["http://www.wikidata.org/entity/L30607"]
+    assert q["25"]["gold_answer_qids"] == []
 
 
 def test_sparql_results_parser_covers_every_kind():
@@ -223,7 +226,8 @@ def test_sparql_results_parser_covers_every_kind():
             {"x": {"type": "uri", "value": "http://www.wikidata.org/entity/Q1"}},
         ]},
     }])
-    assert gold.qids == ["Q1"] and gold.literals == ["L30607", "3", "chat"]
+    # a lexeme (not an item) stays an IRI: the QALD metrics count it as an entity, as GERBIL does
+    assert gold.qids == ["Q1"] and gold.literals == ["http://www.wikidata.org/entity/L30607", "3", "chat"]
     assert gold.answer_type == "mixed"
     assert gold.datatypes == ["http://www.w3.org/2001/XMLSchema#integer", "lang:fr"]
     assert parse_sparql_results([{"head": {}, "boolean": False}]).literals == ["false"]

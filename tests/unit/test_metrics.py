@@ -33,7 +33,13 @@ from tasks.metrics.qa import (
     retrieval_metrics,
     strategyqa_metrics,
 )
-from tasks.metrics.qald import qald_macro_f1_gerbil, qald_macro_f1_mean, qald_metrics, qald_prf
+from tasks.metrics.qald import (
+    qald_macro_f1_gerbil,
+    qald_macro_f1_mean,
+    qald_metrics,
+    qald_prf,
+    qids_as_entities,
+)
 from tasks.metrics.registry import METRICS, compute, compute_results, get_metric, join_items
 
 approx = pytest.approx
@@ -197,8 +203,9 @@ def test_retrieval_metrics_by_hand() -> None:
 
 # --------------------------------------------------------------------------------------------- QALD
 def test_qald_gerbil_rules_hand_example() -> None:
-    preds = [["Q1", "Q2"], [], [], ["Q4"], ["http://www.wikidata.org/entity/Q5"]]
-    golds = [["Q1"], ["Q3"], [], [], ["Q5", "Q6"]]
+    # entities given as such: bare QIDs typed as entities (qids_as_entities), or a Wikidata IRI
+    preds = [qids_as_entities(p) for p in [["Q1", "Q2"], [], [], ["Q4"], ["http://www.wikidata.org/entity/Q5"]]]
+    golds = [qids_as_entities(g) for g in [["Q1"], ["Q3"], [], [], ["Q5", "Q6"]]]
     assert qald_prf([], ["Q3"]) == (1.0, 0.0, 0.0)  # GERBIL calculateMeasuresQALD: "no answer" -> P = 1
     assert qald_prf([], []) == (1.0, 1.0, 1.0)
     assert qald_prf(["Q4"], []) == (0.0, 0.0, 0.0)

@@ -12,7 +12,8 @@ cases (adversarial ones included), asserting zero disagreement:
 * GERBIL QA (``qald_*``): dice-group/gerbil, branch ``QuestionAnswering``, commit
   794c41a14d73ba554ae28a397d415db0d68ae67b, ``src/main/java/org/aksw/gerbil/evaluate/impl/FMeasureCalculator.java``,
   ``src/main/java/org/aksw/gerbil/matching/impl/QAMatchingsCounter.java``,
-  ``src/main/java/org/aksw/gerbil/qa/QAUtils.java``.
+  ``src/main/java/org/aksw/gerbil/qa/QAUtils.java``. GERBIL sees every answer as a string: a Wikidata entity as its
+  IRI, a literal as itself (so a literal spelled like an id, ``"L1"``, is a string without ``:``).
 
 How the two ToG-family references differ (both score every question, a question without gold answers being a
 miss, and both use the same ``exact_match``): AnchorRAG reads the first ``{...}`` regex match, or the second
@@ -24,15 +25,17 @@ ToG's is ``hit1_tog_togeval``.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import random
+import re
 
 import pytest
 from pytest import approx
 
 from tasks.metrics import registry, tog
-from tasks.metrics.qald import qald_metrics, qald_prf
+from tasks.metrics.qald import QALD_METRICS, entity_iri, qald_metrics, qald_prf
 
 N_CASES = 2000
 SEED = 16
@@ -248,6 +251,75 @@ def test_tog_no_response_and_errors_are_misses() -> None:
     assert res["hit1_tog"].per_item == {"1": 1.0}
 
 
+# --- the ToG-format datasets' gold, as the references read the files -----------------------------------
+def _reference_golds(name: str, records: list[dict]) -> dict[str, list[str]]:
+    """question id -> the gold list ``align`` returns (own re-derivation; ``list(set(...))`` keeps raw strings)."""
+    out = {}
+    for i, rec in enumerate(records):
+        if name == "webquestions":
+            key, answers = str(i), rec["answers"]
+        elif name == "cwq":
+            key, answers = rec["ID"], [rec["answer"]]
+        elif name == "grailqa":
+            key = str(rec["qid"])
+            answers = [a["entity_name"] if "entity_name" in a else a["answer_argument"] for a in rec["answer"]]
+        else:  # webqsp, a record with Parses
+            key = rec["QuestionId"]
+            answers = [a["AnswerArgument"] if a["EntityName"] is None else a["EntityName"]
+                       for parse in rec["Parses"] for a in parse["Answers"]]
+        out[key] = list(set(answers))
+    return out
+
+
+@pytest.mark.parametrize(("name", "blank"), [("webquestions", 17), ("cwq", 0), ("grailqa", 0), ("webqsp", 0)])
+def test_tog_datasets_gold_scores_as_the_references_score_it(name: str, blank: int, data_root) -> None:
+    """The loaders' stored gold, scored by linkedqa, against each reference reading the dataset file itself.
+
+    Gold reading (``align``), read in Jayson3831/AnchorRAG ``freebase_qa/utils/eval_utils.py`` at commit
+    2caa1930f14961363b9f65baae6b24ce8c61d462 and IDEA-FinAI/ToG ``eval/utils.py`` at commit
+    d31dd39ab747281928a440177629faeb0df6a6b4 (the same branches in both for these files): WebQuestions
+    ``answers``; GrailQA ``entity_name`` when the key is present, else ``answer_argument``; WebQSP each parse's
+    ``EntityName``, ``AnswerArgument`` when it is None (the files here have Parses for the 100-question sample
+    only); CWQ ``[answer]`` (AnchorRAG; ToG's CWQ branch reads another file layout). Both return
+    ``list(set(answers))``: a blank alias is kept and, by the match rules re-derived above (AnchorRAG commit
+    2904493d974d73587e9b953bd32eaa35d24767da, ToG commit 7ccbb92e17579f934bb778386230de47eca0ab67), matches every
+    response.
+    """
+    from tasks.datasets import tog_kgqa
+    from tasks.datasets.registry import load_dataset
+
+    files = {"webquestions": tog_kgqa.WEBQUESTIONS_FILE, "cwq": tog_kgqa.CWQ_FILE, "grailqa": tog_kgqa.GRAILQA_FILE,
+             "webqsp": tog_kgqa.WEBQSP_SAMPLE_FILE}
+    path = data_root / files[name]
+    raw = path.read_bytes()
+    records = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    golds = _reference_golds(name, records)
+    rows = {r["question_id"]: r for r in load_dataset(name, data_root).questions["test"] if r["question_id"] in golds}
+    assert len(rows) == len(golds)
+    rng = random.Random(f"{SEED}:{name}")
+    ids, cases = sorted(golds), []
+    for qid in ids:
+        named = [g for g in golds[qid] if g.strip()] or ["nothing"]
+        cases.append((rng.choice([f"{{{rng.choice(named)}}}", f"{{Yes}}. The answer is {{{rng.choice(named)}}}.",
+                                  f"{{{rng.choice(ANSWER_WORDS)}}}", "{}", "I do not know."]), golds[qid]))
+    hits, accs, _, _ = anchorrag_eval(cases)
+    right, _ = tog_eval(cases)
+    preds = [{"question_id": qid, "answer": response, "error": None}
+             for qid, (response, _) in zip(ids, cases, strict=True)]
+    per_item, _ = registry.compute(["hit1_tog", "acc_tog", "hit1_tog_togeval"], preds, list(rows.values()))
+    got = [per_item[qid] for qid in ids]
+    bad = [(ids[i], cases[i], got[i]) for i in range(len(ids))
+           if (got[i]["hit1_tog"], got[i]["hit1_tog_togeval"]) != (hits[i], right[i])
+           or got[i]["acc_tog"] != approx(accs[i])]
+    assert not bad, bad[:5]
+    with_blank = [i for i, qid in enumerate(ids) if any(not g.strip() for g in golds[qid])]
+    assert len(with_blank) == blank
+    assert all(hits[i] == 1 and right[i] == 1 for i in with_blank)  # whatever the response
+    if blank:  # some of them only through the blank alias
+        assert any(not any(_ref_exact_match(_ar_clean_results(cases[i][0]), g) for g in golds[ids[i]] if g.strip())
+                   for i in with_blank)
+
+
 # ========================================================================================== QALD family
 WD = "http://www.wikidata.org/entity/"
 # Literals a QALD system or gold file may hold. Each is written as linkedqa stores it after canonicalisation
@@ -256,7 +328,10 @@ LITERALS = [
     "5", "05", "1,000", "1000", "1 000", "3.14", "-7", "true", "false", "1990-01-01", "1990-01-01T10:00:00Z",
     "Paris", "paris", "Café", "Cafe", "José Martí", "Jose Marti", "İstanbul", "Straße", "Washington, D.C.",
     "the Beatles", "The Beatles", "New  York", "a b", "", "Q42 and Q5", "10:30", "ratio 3:1", "Note: x",
+    # literals spelled like Wikidata ids (a string answer, a lexeme's or property's id typed as text)
+    "Q5", "Q42", "P31", "L1", "L30607", "P0767793405",
 ]
+ID_LIKE = ["Q5", "Q42", "P31", "L1", "L30607", "P0767793405"]
 # Literals containing ":" and GERBIL's verdict on each (QAUtils.transformToAnnotations: IRI_PATTERN
 # "[^\\s]+:[^\\s]+" found, then java.net.URI.create succeeds), worked out by hand from java.net.URI's grammar.
 URI_LIKE = {
@@ -277,11 +352,12 @@ URI_LIKE = {
 }
 LITERALS += [u for u in URI_LIKE if u not in LITERALS]
 QIDS = ["Q1", "Q5", "Q42", "Q90", "Q183", "Q64"]
+OTHER_ENTITIES = ["P31", "L1", "L30607"]  # a property and lexemes, given as IRIs
 
 
 def _gerbil_is_iri(s: str) -> bool:
     """The reference's IRI test on a GERBIL-side string (entities are Wikidata IRIs)."""
-    if s.startswith(WD) and s[len(WD):] in QIDS:
+    if s.startswith(WD) and s[len(WD):] in QIDS + OTHER_ENTITIES:
         return True
     if ":" not in s:
         return False  # IRI_PATTERN needs a ":"
@@ -290,17 +366,21 @@ def _gerbil_is_iri(s: str) -> bool:
 
 
 def _gen_answers(rng: random.Random, *, gold: bool) -> tuple[list, set[str]]:
-    """(linkedqa values, GERBIL strings) for one answer set."""
+    """(linkedqa values, GERBIL strings) for one answer set.
+
+    linkedqa gets an entity as a Wikidata IRI in one of its spellings, or as a bare id declared an entity with
+    ``entity_iri``; a literal as itself, id-like ones included.
+    """
     k = rng.choice([0, 0, 1, 1, 1, 2, 2, 3, 4])
     kind = rng.random()
     values, strings = [], set()
     for _ in range(k):
         if kind < 0.4 or (kind < 0.7 and rng.random() < 0.5):
-            q = rng.choice(QIDS)
-            values.append(rng.choice([q, WD + q, f"<{WD}{q}>", f"https://www.wikidata.org/wiki/{q}"]))
+            q = rng.choice(QIDS + OTHER_ENTITIES)
+            values.append(rng.choice([entity_iri(q), WD + q, f"<{WD}{q}>", f"https://www.wikidata.org/wiki/{q}"]))
             strings.add(WD + q)
         else:
-            lit = rng.choice(LITERALS)
+            lit = rng.choice(LITERALS + ID_LIKE)  # id-like literals drawn more often
             values.append(lit)
             strings.add(lit)
     if gold and rng.random() < 0.05:
@@ -394,6 +474,9 @@ def test_qald_prf_reproduces_gerbil_on_random_cases() -> None:
     assert {(1.0, 1.0), (1.0, 0.0), (0.0, 0.0)} <= kinds
     split = [c for c in cases if c[1] and all(map(_gerbil_is_iri, c[1])) and not all(map(_gerbil_is_iri, c[3]))]
     assert len(split) > 20
+    # ... and literals spelled like ids, matched as strings
+    id_hits = [c for c in cases if set(ID_LIKE) & c[1] & c[3]]
+    assert len(id_hits) >= 5 and any(gerbil_counts(c[1], c[3])[0] for c in id_hits)
 
 
 def test_qald_macro_metrics_reproduce_gerbil_on_random_experiments() -> None:
@@ -409,6 +492,49 @@ def test_qald_macro_metrics_reproduce_gerbil_on_random_experiments() -> None:
         assert res["qald_macro_precision_qald"].value == approx(ref["_qald_p"])
         expected_f1 = 0.0 if math.isnan(ref["Macro F1 QALD"]) else ref["Macro F1 QALD"]  # GERBIL: NaN
         assert res["qald_macro_f1_gerbil"].value == approx(expected_f1)
+
+
+def test_qald_registry_typing_reproduces_gerbil_on_random_rows() -> None:
+    """Stored rows typed as GERBIL sees a QALD system's and the gold file's answers (GERBIL QA, dice-group/gerbil,
+    branch QuestionAnswering, commit 794c41a14d73ba554ae28a397d415db0d68ae67b, ``qa/QAUtils.java``
+    ``transformToAnnotations``: an answer is an IRI only when it has a ``:`` and parses as a URI).
+
+    Gold: ``gold_answer_qids`` are entities (``uri`` bindings, GERBIL: their IRIs); ``meta.gold_literals`` are
+    literals (``literal`` bindings, GERBIL: the strings themselves, ``"Q5"`` and ``"L1"`` included) except a
+    Wikidata IRI, which the loaders keep for a lexeme or property ``uri`` binding. Prediction ``answers``: a bare
+    QID is an entity (linkedqa's methods write entity answers as QIDs), any other value a literal.
+    """
+    rng = random.Random(SEED + 3)
+    pred_literals = [lit for lit in LITERALS if not re.fullmatch(r"Q\d+", lit)]
+    preds, questions, ref = [], [], []
+    for i in range(N_CASES):
+        qids = rng.sample(QIDS, rng.choice([0, 0, 1, 2]))
+        literals = rng.sample(LITERALS + ID_LIKE, rng.choice([0, 0, 1, 1, 2]))
+        if rng.random() < 0.1:
+            literals.append(WD + rng.choice(OTHER_ENTITIES))
+        answer_qids = rng.sample(QIDS, rng.choice([0, 1, 1, 2]))
+        answer_literals = rng.sample(pred_literals + ["P31", "L1", "L30607"], rng.choice([0, 0, 1, 2]))
+        answers = answer_qids + answer_literals
+        rng.shuffle(answers)
+        qid = f"q{i}"
+        questions.append({"question_id": qid, "gold_answer_qids": qids, "gold_answers": ["a label"],
+                          "meta": json.dumps({"gold_literals": literals})})
+        preds.append({"question_id": qid, "answers": answers})
+        ref.append(({WD + q for q in answer_qids} | set(answer_literals), {WD + q for q in qids} | set(literals)))
+    per_item, summary = registry.compute(list(QALD_METRICS), preds, questions)
+    expected = [gerbil_measures(*gerbil_counts(*r), qald=False)[2] for r in ref]
+    bad = [(preds[i], questions[i], ref[i]) for i in range(N_CASES)
+           if per_item[f"q{i}"]["qald_macro_f1_mean"] != approx(expected[i])]
+    assert not bad, bad[:5]
+    macro = gerbil_macro(ref)
+    values = {r["metric"]: r["value"] for r in summary}
+    assert values["qald_macro_f1_mean"] == approx(macro["Macro F1 score"])
+    assert values["qald_macro_precision_gerbil"] == approx(macro["Macro Precision"])
+    assert values["qald_macro_recall"] == approx(macro["Macro Recall"])
+    assert values["qald_macro_f1_gerbil"] == approx(macro["Macro F1 QALD"])
+    # the cases hold gold literals spelled like QIDs, and answers that are the same QID as an entity
+    clash = [i for i, (a, g) in enumerate(ref) if any(WD + x in a and x in g for x in ("Q5", "Q42"))]
+    assert len(clash) > 10
 
 
 def test_qald_issue_reproducers_exact() -> None:
@@ -427,6 +553,20 @@ def test_qald_issue_reproducers_exact() -> None:
                                   [{"question_id": "x", "answers": ["Q1"]}], [q])
     assert [r["value"] for r in summary] == [0.0, 0.0]
     assert qald_prf(["Q1", "6"], ["Q1", "5"]) == approx((0.5, 0.5, 0.5))
+    # a literal spelled like an id is a literal (GERBIL: a string without ":"); an entity only when given as one
+    res = qald_metrics([["L1"]], [["L1", "5"]])
+    assert res["qald_macro_f1_mean"].value == approx(2 / 3)
+    assert gerbil_macro([({"L1"}, {"L1", "5"})])["Macro F1 score"] == approx(2 / 3)
+    assert qald_metrics([[WD + "L1"]], [[WD + "L1", "5"]])["qald_macro_f1_mean"].value == 0.0  # entity vs strings
+    row = {"question_id": "x", "gold_answer_qids": [], "gold_answers": ["Q5", "5"],
+           "meta": json.dumps({"gold_literals": ["Q5", "5"]})}
+    _, summary = registry.compute(["qald_macro_f1_mean"], [{"question_id": "x", "answers": ["Q5"]}], [row])
+    assert summary[0]["value"] == 0.0  # the answer Q5 is an entity, the gold "Q5" a string
+    _, summary = registry.compute(["qald_macro_f1_mean"], [{"question_id": "x", "answers": ["5"]}], [row])
+    assert summary[0]["value"] == approx(2 / 3)
+    with pytest.raises(registry.MetricError, match="x: gold_answer_qids: not a Wikidata entity"):
+        registry.compute(["qald_macro_f1_mean"], [{"question_id": "x", "answers": []}],
+                         [{"question_id": "x", "gold_answer_qids": ["Paris"], "gold_answers": None}])
     # not annotated at all -> not scored; an empty QID list alone is an (empty) gold set
     assert registry._qald_gold(registry.EvalItem("x")) is None
     assert registry._qald_gold(registry.EvalItem("x", gold_answer_qids=[])) == []

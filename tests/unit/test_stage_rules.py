@@ -63,6 +63,24 @@ def test_kgqa_stages():
     assert kgqa_stage(["Q1"], None, ["A"], [], None, set(), **kw).stage == "not_answered"  # closed-book
 
 
+def test_kgqa_blank_gold_alias_is_flagged_where_it_matches_every_answer():
+    hit1 = {"answer_text": "", "need_all": False, "linked": False, "blank_matches_all": True}
+    s = kgqa_stage(["Q1"], ["Q1"], [], ["", "Paris"], set(), set(), **hit1, correct=True)
+    assert (s.stage, s.evidence["blank_gold_alias"]) == ("correct", True)
+    # not correct (an errored item): any facts reach a blank alias, so the item is past retrieval
+    s = kgqa_stage(["Q1"], ["Q1"], [], [" ", "Paris"], set(), set(), **hit1, correct=False)
+    assert (s.stage, s.evidence["blank_gold_alias"]) == ("not_answered", True)
+    s = kgqa_stage(["Q1"], ["Q2"], [], ["", "Paris"], set(), set(), **hit1, correct=False)
+    assert (s.stage, s.evidence["blank_gold_alias"]) == ("topic_not_grounded", True)
+    past_retrieval = kgqa_stage(["Q1"], ["Q1"], [], [""], set(), set(), **hit1, correct=False)
+    assert oracle_metrics("tog", [s, past_retrieval]) == [{"metric": "oracle_hit1_tog", "value": 0.5, "n": 2}]
+    # no blank alias, or QALD's exact set (where "" is a literal answer like any other): no flag, no shortcut
+    s = kgqa_stage(["Q1"], ["Q1"], [], ["Paris"], set(), set(), **hit1, correct=False)
+    assert s.stage == "answer_not_reachable" and "blank_gold_alias" not in s.evidence
+    s = kgqa_stage(["Q1"], ["Q1"], [], [""], set(), set(), answer_text="", need_all=True, linked=True, correct=False)
+    assert s.stage == "answer_not_reachable" and "blank_gold_alias" not in s.evidence
+
+
 @pytest.mark.parametrize("family", list(STAGES))
 def test_every_family_ends_in_correct_and_ranks_follow_the_list(family):
     order = STAGES[family]

@@ -170,6 +170,24 @@ def test_webqsp_unanswered_questions_are_counted(data_root):
     assert {q for q, r in test.items() if not r["gold_answers"]} == empty - recovered
 
 
+@pytest.mark.parametrize(("name", "key", "n"), [("webquestions", "answers", 17), ("webqsp", "answer", 11)])
+def test_blank_gold_aliases_are_kept(name, key, n, data_root):
+    """A blank alias is kept once as "" (the reference scripts keep it and it matches every answer), beside the
+    others; every split carries it."""
+    records = _raw(data_root / _FILES[name])
+    ids = [str(i) if name == "webquestions" else r["QuestionId"] for i, r in enumerate(records)]
+    blank = {q for q, r in zip(ids, records, strict=True)
+             if any(isinstance(a, str) and not a.strip() for a in r[key] or [])}
+    assert len(blank) == n
+    ds = _load(name, data_root)
+    for split in ("test", "test-noisy", "test-open"):
+        assert {r["question_id"] for r in ds.questions[split] if "" in r["gold_answers"]} == blank, split
+    row = _by_id(ds, "test")["1366" if name == "webquestions" else "WebQTest-76"]
+    assert row["gold_answers"].count("") == 1 and len(row["gold_answers"]) > 1
+    if name == "webquestions":  # "' '" twice in the file: one blank alias
+        assert row["gold_answers"] == ["As She's Walking Away", 's Walking Away"', "", "Chicken Fried"]
+
+
 def test_grailqa_rows(data_root):
     test = _by_id(_load("grailqa", data_root), "test")
     row = test["2101960008000"]

@@ -66,7 +66,7 @@ from tasks.methods.kgqa.tools import _can_link
 from tasks.methods.prompt_files import PromptFolder
 from tasks.methods.records import AgentResult
 from tasks.methods.runtime import AgentError, AgentFn, ItemContext, LLMCall, ToolCall
-from tasks.metrics.qald import qald_prf
+from tasks.metrics.qald import entity_iri, qald_prf, qids_as_entities
 
 PROMPTS = PromptFolder(__file__)
 STOP = ("}",)  # every step answers one flat JSON object; the parser re-closes it
@@ -338,8 +338,9 @@ def _entity_header(qid: str, label: str | None, facts: list[dict]) -> str:
 def _result(main: str | None, answers: list[str], linked: list[str], gold: dict | None = None) -> AgentResult:
     scores = {}
     if gold is not None:
-        local = gold["qids"] + gold["literals"]
-        scores = {**gold["scores"], "kb_gold_answer_f1": qald_prf(linked, local)[2] if local else 0.0}
+        local = [*map(entity_iri, gold["qids"]), *gold["literals"]]
+        scores = {**gold["scores"],
+                  "kb_gold_answer_f1": qald_prf(qids_as_entities(linked), local)[2] if local else 0.0}
     return AgentResult(predicted_entities=[main] if main else [], answer="; ".join(answers), answers=linked,
                        scores=scores)
 
@@ -350,9 +351,10 @@ def local_gold(enabled: bool, item: dict, ctx: ItemContext) -> Generator[Any, An
         return None
     res = yield ToolCall("kb_gold", {"sparql": item.get("sparql")})
     local = res["qids"] + res["literals"]
-    gold = list(item.get("gold_answer_qids") or []) or list(item.get("gold_answers") or [])
+    gold = [*map(entity_iri, item.get("gold_answer_qids") or [])] or list(item.get("gold_answers") or [])
+    typed = [*map(entity_iri, res["qids"]), *res["literals"]]
     scores = {"kb_gold_status": STATUS_CODES[res["status"]], "kb_gold_n": float(len(local)),
-              "kb_gold_f1": qald_prf(local, gold)[2] if res["status"] == "answered" else 0.0}
+              "kb_gold_f1": qald_prf(typed, gold)[2] if res["status"] == "answered" else 0.0}
     ctx.log({"step": "kb_gold", "status": res["status"], "answers": local[:MAX_ANSWERS]})
     return {**res, "scores": scores}
 

@@ -66,12 +66,11 @@ def supported(sparql: str | None) -> bool:
 
 
 def _term(t: Any) -> tuple[str | None, str | None]:
-    """(qid, literal) of one result term."""
+    """(qid, literal) of one result term; any other IRI (a lexeme's, a property's) is kept whole, as the loaders do."""
     if isinstance(t, pyoxigraph.NamedNode):
         v = t.value
-        if v.startswith(_WD):
-            ident = v[len(_WD):]
-            return (ident, None) if ident.startswith("Q") else (None, ident)
+        if v.startswith(_WD) and v[len(_WD):].startswith("Q"):
+            return v[len(_WD):], None
         return None, v
     if isinstance(t, pyoxigraph.Literal):
         return None, t.value
