@@ -31,7 +31,9 @@ from storage.manifest import config_hash, read_manifest
 #:    from entity-bm25, so the demo's ELA prompts and figures differed between cold runs).
 #: 5: sampled requests keep their seeds on the CPU platform too (its engine prefills without chunks), so an
 #:    answer does not depend on what the engine sampled for other requests.
-RUN_FORMAT = 5
+#: 6: an EA-Agent Entity Alignment Tool or Reflector reply that names a shown candidate by its exact label (not its
+#:    IRI; case-insensitive, underscores as spaces) is that candidate; a label two shown candidates share names none.
+RUN_FORMAT = 6
 
 
 class RunConfig(BaseModel):

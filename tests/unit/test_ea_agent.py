@@ -160,3 +160,29 @@ def test_guided_constrains_plan_alignment_and_reflection(tools):
     plain = ScriptedBackend(script)
     run_agents(ea_agent(EaAgentSettings(k=5, candidate_k=8)), its, plain, tl)
     assert not any(r.sampling.constrained for r in plain.requests)
+
+
+def test_a_candidate_named_by_its_label_is_aligned(tools):
+    """Free-form replies that name a shown candidate by its label (the end of its IRI, as the 0.5B model writes
+    them) are that candidate; a name no shown candidate has stays a per-item error."""
+    from tasks.datasets.ea_kg import name_from_iri
+
+    tl, test = tools
+    its = items(test, 3)
+
+    def by_label(messages):
+        text = messages[-1]["content"]
+        if "Statistics:" in text:
+            return "1. RelationTripleSelector\n2. EntityAlignmentTool"
+        if "optimizing the tool selection" in text:
+            return REWRITE
+        return f"[{name_from_iri(_IRI.findall(text)[1])}]"  # the second candidate, by its label
+
+    outs, _ = run_agents(ea_agent(EaAgentSettings(k=5, candidate_k=8)), its, ScriptedBackend(by_label), tl)
+    assert [o["error"] for o in outs] == [None] * 3
+    assert all(o["predicted_entities"] == [o["answers"][1]] for o in outs)
+    src = tl["ea_candidates"].ap.kg1
+    own_name = ScriptedBackend(lambda m: f"[{src.names[src.index[its[0]['question_id']]]}]"
+                               if "IRI: " in m[-1]["content"] else "1. EntityAlignmentTool")
+    outs, _ = run_agents(ea_agent(EaAgentSettings(k=5, rewrite=False)), its[:1], own_name, tl)
+    assert "EntityAlignmentTool reply names no candidate" in outs[0]["error"]

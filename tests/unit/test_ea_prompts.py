@@ -15,6 +15,7 @@ from tasks.methods.ea.prompting import (
     candidate_blocks,
     entity_block,
     fill,
+    label_key,
     parse_choice,
     parse_path,
     path_text,
@@ -90,3 +91,65 @@ def test_candidate_blocks_show_iri_similarity_and_selected_triples():
     assert "(attribute triples: no attributes)" in text and "(Paris, r7, France)" in text
     assert "(no triples selected)" in text  # en:2 had no selection
     assert entity_block({}) == "(no triples selected)"
+
+
+# ---------------------------------------------------------------- a candidate named by its label (real DBP15K)
+@pytest.fixture(scope="module")
+def fr_en(data_root):
+    from tasks.datasets.ea_kg import read_pair_cached
+
+    return read_pair_cached(data_root, "fr_en")
+
+
+@pytest.fixture(scope="module")
+def shown(fr_en) -> tuple[dict, list[dict]]:
+    """FR-EN's first test entity and the 10 candidates the generator shows for it (as ``ea-agent`` with
+    ``w_name=0, w_neighbour=0``)."""
+    from tasks.datasets.dbp15k import split_of
+    from tasks.methods.ea.embed import EmbedConfig
+    from tasks.methods.ea.embed_method import CandidateTool
+
+    labels = split_of(len(fr_en.links))
+    links = {s: [lk for lk, x in zip(fr_en.links, labels, strict=True) if x == s] for s in ("train", "test")}
+    cand = CandidateTool(fr_en, links, EmbedConfig(w_name=0.0, w_neighbour=0.0), None)
+    (res,) = cand([{"source": sorted(s for s, _ in links["test"])[0], "split": "test", "k": 10}])
+    assert len(res["candidates"]) == 10 and len({label_key(c["name"]) for c in res["candidates"]}) == 10
+    return res["source"], res["candidates"]
+
+
+def test_a_reply_naming_a_shown_candidate_by_its_label_names_it(shown):
+    src, cands = shown
+    c, other = cands[2], cands[0]
+    local = c["iri"].rsplit("/", 1)[1]  # the label as the DBpedia IRI ends: underscores, percent-escapes
+    for reply in (f"[{c['name']}]", f"[{local}]", f"[{c['name'].upper()}]", c["name"], f" {c['name']}.\n",
+                  f"`{c['name']}`", f'"{c["name"]}"', f"**{c['name']}**", f"Answer: [{c['name']}]"):
+        assert parse_choice(reply, cands) == c["id"], reply
+    # an IRI wins over a label
+    assert parse_choice(f"[{c['name']}] [{other['iri']}]", cands) == other["id"]
+    # a label inside a sentence, the source's own name, the placeholder: no candidate
+    for reply in (f"The best match is {c['name']}.", f"[{src['name']}]", "[IRI]", c["name"][:-1]):
+        assert parse_choice(reply, cands) is None, reply
+
+
+def test_a_percent_escaped_label_and_the_first_bracket_that_names_a_candidate(fr_en, shown):
+    _, cands = shown
+    kg = fr_en.kg2
+    row = next(i for i, iri in enumerate(kg.iris) if iri.endswith("%3F"))  # e.g. .../Where_Is_My_Mind%3F
+    q = {"id": kg.ids[row], "iri": kg.iris[row], "name": kg.names[row]}
+    assert q["name"].endswith("?")
+    with_q = [*cands, q]
+    assert parse_choice(f"[{q['iri'].rsplit('/', 1)[1]}]", with_q) == q["id"]
+    assert parse_choice(q["name"], with_q) == q["id"]
+    assert parse_choice(f"[not a candidate] [{q['name']}] [{cands[0]['name']}]", with_q) == q["id"]
+
+
+def test_a_label_two_shown_candidates_share_is_refused(data_root):
+    from tasks.datasets.ea_kg import read_pair_cached
+
+    kg = read_pair_cached(data_root, "ja_en").kg1  # ANDROID and Android: two entities, one label up to case
+    both = [{"id": i, "iri": kg.iris[kg.index[i]], "name": kg.names[kg.index[i]]} for i in ("ja:4146", "ja:24382")]
+    assert [c["name"] for c in both] == ["ANDROID", "Android"]
+    for reply in ("[Android]", "ANDROID", "[android]"):
+        assert parse_choice(reply, both) is None, reply
+    assert parse_choice(f"[{both[1]['iri']}]", both) == "ja:24382"
+    assert parse_choice("[Android]", both[1:]) == "ja:24382"  # unique among the candidates shown: named

@@ -10,7 +10,7 @@ Parsing is lenient where the intent is unambiguous and strict otherwise:
   the pipeline order the paper executes (selectors -> EntityAlignmentTool -> Reflector); a missing
   EntityAlignmentTool is added (the paper's step 2 is mandatory). A reply naming no tool is unparseable.
 * an alignment reply must name one of the candidates: its IRI (bracketed or bare, the earliest mention wins)
-  or, failing that, exactly its name inside ``[...]``. Anything else is unparseable.
+  or, failing that, its label (:func:`parse_choice`). Anything else is unparseable.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from tasks.methods.prompt_files import PromptFolder
 
@@ -35,6 +36,8 @@ _TOOL_RE = re.compile(
 )
 _CANON = {re.sub(r"\s+", "", t).lower(): t for t in TOOLS}
 _BRACKET = re.compile(r"\[([^\[\]\n]{1,300})\]")
+#: Characters around a reply that is a bare label (quotes, backticks, markdown bold).
+_AROUND_LABEL = "\"'`*\u201c\u201d"
 
 
 def template(name: str) -> str:
@@ -102,9 +105,25 @@ def path_text(tools: Sequence[str]) -> str:
 def parse_choice(text: str, candidates: Sequence[Mapping[str, str]]) -> str | None:
     """The candidate id named by an Entity Alignment Tool / Reflector reply, or ``None``.
 
+    The paper's prompts (Appendix F, Entity Alignment and Reflection Prompts) show each candidate as
+    ``IRI: <iri>`` and ask for "the IRI that best matches ... using the following format: [IRI]". The reply names
+    a candidate by:
+
+    1. its IRI, bracketed or bare (the earliest mention wins; a longer IRI it is the prefix of does not count);
+    2. else its label, exactly (case-insensitive, underscores read as spaces, percent-escapes decoded): the text
+       of the reply's first ``[...]`` that is a shown candidate's label (the prompt's format with the IRI
+       shortened to the label its DBpedia resource IRI ends with, ``[Paris_FC]`` or ``[Paris FC]`` for
+       ``http://dbpedia.org/resource/Paris_FC``), or the whole reply (quotes, backticks, ``*`` and a final period
+       around it ignored). A label two shown candidates share names neither: the reply is refused.
+
+    A label inside a sentence is not taken (``Paris`` is in ``Paris FC``). The paper's own code
+    (anonymous.4open.science/r/EA-Agent-5696, the link the paper gives; not on GitHub) could not be read, so the
+    paper's prompts are the reference for what a reply may be.
+
     Args:
         text: The reply.
-        candidates: ``{"id", "iri", "name"}`` dicts.
+        candidates: The shown candidates, ``{"id", "iri", "name"}`` dicts (``name``: the label,
+            ``tasks.datasets.ea_kg.name_from_iri``).
     """
     text = text or ""
     best: tuple[int, int, str] | None = None  # (position, -len(iri), id)
@@ -120,12 +139,25 @@ def parse_choice(text: str, candidates: Sequence[Mapping[str, str]]) -> str | No
             pos = text.find(iri, pos + 1)
     if best is not None:
         return best[2]
-    by_name = {c["name"].strip().lower(): c["id"] for c in candidates}
-    for m in _BRACKET.finditer(text):
-        cid = by_name.get(m.group(1).strip().lower())
-        if cid is not None:
-            return cid
+    by_label: dict[str, list[str]] = {}
+    for c in candidates:
+        key = label_key(c["name"])
+        if key and c["id"] not in by_label.setdefault(key, []):
+            by_label[key].append(c["id"])
+    bare = text.strip().strip(_AROUND_LABEL).strip()
+    for named in [*(m.group(1) for m in _BRACKET.finditer(text)), bare, bare.removesuffix(".")]:
+        ids = by_label.get(label_key(named))
+        if ids:
+            return ids[0] if len(ids) == 1 else None
     return None
+
+
+def label_key(label: str) -> str:
+    """A label as :func:`parse_choice` compares it (``Paris_FC`` and ``paris fc`` are one key).
+
+    Percent-escapes decoded, underscores as spaces, whitespace collapsed, case-folded.
+    """
+    return " ".join(unquote(label).replace("_", " ").split()).casefold()
 
 
 def _ends_iri(text: str, end: int) -> bool:
