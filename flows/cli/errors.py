@@ -66,6 +66,8 @@ def error_kind(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, loaded("tasks.methods.registry:UnknownMethod", "tasks.methods.base:UnknownSetting",
                                "tasks.datasets.registry:UnknownDataset")):
         return EXIT_USAGE, "see `linkedqa run --help`"
+    if isinstance(exc, loaded("tasks.reproduce.conditions:ConditionError")):
+        return EXIT_USAGE, "see `linkedqa reproduce --list` for the papers and their conditions"
     if isinstance(exc, layout.DataRootNotFound):
         return EXIT_MISSING, "or `linkedqa data fetch --to DIR ...` and LINKEDQA_DATA=DIR (docs/data.md)"
     if isinstance(exc, LayoutError):

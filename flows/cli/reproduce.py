@@ -53,8 +53,22 @@ def run_args(a: argparse.Namespace) -> tuple[str, ...]:
 
 
 def check_reproduce(a: argparse.Namespace) -> None:
-    """Refuse an unknown paper or condition before a Prefect server starts."""
+    """Refuse an unknown paper, condition or ``--kb`` before a Prefect server starts.
+
+    Raises:
+        tasks.reproduce.conditions.ConditionError: An unknown paper or condition id.
+        LookupError: No published KB of the ``--kb`` name.
+    """
     selected(a)
+    _check_kb(a)
+
+
+def _check_kb(a: argparse.Namespace) -> None:
+    """Refuse a ``--kb`` that names no published KB (the printed commands too would fail)."""
+    if a.kb is not None:
+        from tasks.runs.config import resolve_kb  # heavy: the run machinery
+
+        resolve_kb(a.kb)
 
 
 def record(paper, condition) -> dict:
@@ -77,6 +91,7 @@ def record(paper, condition) -> dict:
 def cmd_reproduce(a: argparse.Namespace) -> int:
     """``linkedqa reproduce``: list, print or run the conditions of a paper, then store its matrix rows."""
     pairs = selected(a)
+    _check_kb(a)
     if a.list:
         for paper, conditions in pairs:
             if not a.json:

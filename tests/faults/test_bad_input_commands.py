@@ -50,13 +50,15 @@ BASE: dict[tuple[str, ...], list[str]] = {
     ("report",): [],
     ("catalog", "refresh"): [],
     ("demo",): [],
+    ("reproduce",): ["{paper}", "--dry-run"],
 }
 #: Valid values of the positional arguments.
-VALID = {"{names}": "webqsp-el", "{file}": "{missing}", "{method}": "ela"}
+VALID = {"{names}": "webqsp-el", "{file}": "{missing}", "{method}": "ela", "{paper}": "ela"}
 #: Arguments naming something (dest -> what the message calls it); exit 2 for what a registry lists, 4 otherwise.
 NAMES: dict[str, tuple[str, int]] = {"method": ("method", 2), "dataset": ("dataset", 2), "names": ("dataset", 2),
                                      "kb": ("KB", 4), "run_id": ("run", 4), "run": ("run", 4),
-                                     "views": ("report view", 4)}
+                                     "views": ("report view", 4), "paper": ("paper", 2),
+                                     "condition": ("condition", 2)}
 #: Folders and files a command writes (``--to``, ``out``): created when missing, so not bad input.
 OUTPUTS = {"to", "out"}
 #: Arguments of the commands that are neither names nor inputs, nor numbers, and take any text (checked here so
