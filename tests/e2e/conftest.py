@@ -96,3 +96,13 @@ def _llm_token_budget(request: pytest.FixtureRequest) -> Iterator[None]:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Under pytest-xdist, this worker hands its token counts to the controller (``tests/llm_tokens.py``)."""
     hand_over(session.config)
+
+
+@pytest.fixture(scope="module")
+def matrix_env(tmp_path_factory: pytest.TempPathFactory, data_root: Path,
+               embedded_models_root: Path) -> Iterator[tuple[Path, str]]:
+    """``(LINKEDQA_HOME, base URL)`` of a home of the module's own with the matrix KBs, questions and vLLM server
+    (``tests.e2e.matrix_home``)."""
+    from tests.e2e.matrix_home import serve_matrix
+
+    yield from serve_matrix(tmp_path_factory.mktemp("matrix") / "warehouse", data_root, embedded_models_root)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.llm
 SETTINGS = {"k": "5", "tune": "false", "w_name": "0", "w_neighbour": "0"}
 N = 2  # entities: the token budget of this test is N x (planning + alignment calls) at the method's bounds
 # (2 take the same code paths as 8 at a quarter of the tokens: the suite must stay under 30 min on a slow 2-core
-# CPU, whose engine reads ~150 prompt tokens/s; the rounds test below runs 2 more entities)
+# CPU, whose engine reads ~150 prompt tokens/s; the rounds test below runs one more entity, 3 rounds)
 
 
 @pytest.mark.llm_budget(prompt=7_000, completion=500)
@@ -42,6 +42,7 @@ def test_ea_agent_on_2_fr_en_test_entities(home: Path, data_root: Path, embedded
     preds = read_table(rdir / "predictions", "predictions").to_pylist()
     assert len({p["question_id"] for p in preds}) == N and all(p["question_id"].startswith("fr:") for p in preds)
     ok = [p for p in preds if p["error"] is None]
+    assert ok, [p["error"] for p in preds]  # the per-entity checks below must check something
     for p in preds:
         traj = json.loads(p["trajectory"])
         llm = [t for t in traj if t["kind"] == "llm"]
@@ -62,9 +63,8 @@ def test_ea_agent_on_2_fr_en_test_entities(home: Path, data_root: Path, embedded
         assert stored_by[name]["n"] == N
     assert stored_by["hits@1"]["value"] <= stored_by["hits@10"]["value"] <= stored_by["candidate_recall@20"]["value"]
     assert stored_by["error_count"]["value"] == len(preds) - len(ok)
-    if ok:
-        assert stored_by["planning_s_per_entity"]["n"] == len(ok)
-        assert stored_by["avg_path_length_round0"]["value"] >= 1
+    assert stored_by["planning_s_per_entity"]["n"] == len(ok)
+    assert stored_by["avg_path_length_round0"]["value"] >= 1
     # the candidate generator's config and the round-0 policy-update records are under the run folder
     assert json.loads((rdir / "ea_embed_config.json").read_text())["w_name"] == 0.0
     sft = rdir / "sft" / "round-0" / "part-00000.jsonl"
@@ -83,26 +83,30 @@ def test_ea_agent_on_2_fr_en_test_entities(home: Path, data_root: Path, embedded
 def test_ea_agent_rounds_on_train_entities_export_sft_per_round(home: Path, data_root: Path,
                                                                  embedded_models_root: Path, embedded_llm,
                                                                  prefect_harness, monkeypatch: pytest.MonkeyPatch):
-    """Algorithm 1 with the real engine: 3 rounds on 2 train entities, one SFT file per round."""
+    """Algorithm 1 with the real engine: 3 rounds on a train entity, one SFT file per round.
+
+    Guided (``[IRI]`` of a shown candidate): free-form, the 0.5B model answers the first two train entities'
+    alignment step with the prompt's literal ``[IRI]``, and an entity that errors has no rounds to check. Each round
+    asks the Entity Alignment Tool and the Reflector over 5 candidates' triples (~6,000 prompt tokens for 3 rounds).
+    """
     monkeypatch.setenv("LINKEDQA_MODELS", str(embedded_models_root))
     monkeypatch.setenv("LINKEDQA_DATA", str(data_root))
     from flows.run_method import run_method
     from tasks.runs.config import RunConfig
 
-    cfg = RunConfig(method="ea-agent", dataset="dbp15k-fr-en", split="train", limit=2,
-                    settings={**SETTINGS, "rounds": "3"})
+    cfg = RunConfig(method="ea-agent", dataset="dbp15k-fr-en", split="train", limit=1,
+                    settings={**SETTINGS, "rounds": "3", "guided": "true"})
     run_id = run_method(cfg)
     rdir = layout.run_dir(run_id)
     preds = read_table(rdir / "predictions", "predictions").to_pylist()
-    assert len(preds) == 2
+    assert len(preds) == 1
     metrics = {r["metric"]: r for r in read_table(rdir / "metrics", "metrics").to_pylist()}
-    for p in preds:
-        if p["error"] is None:
-            s = dict(p["scores"])
-            assert {"r0_reward", "r1_reward", "r2_reward"} <= set(s)
-    ok = sum(p["error"] is None for p in preds)
+    ok = [p for p in preds if p["error"] is None]
+    assert ok, [p["error"] for p in preds]  # the per-round checks below must check something
+    for p in ok:
+        s = dict(p["scores"])
+        assert {"r0_reward", "r1_reward", "r2_reward"} <= set(s)
     for r in range(3):
         counts = json.loads((rdir / "sft" / f"round-{r}" / "part-00000.json").read_text())
-        assert counts["round"] == r and counts["records"] <= ok
-        if ok:
-            assert f"avg_path_length_round{r}" in metrics and f"reflector_rate_round{r}" in metrics
+        assert counts["round"] == r and counts["records"] <= len(ok)
+        assert f"avg_path_length_round{r}" in metrics and f"reflector_rate_round{r}" in metrics

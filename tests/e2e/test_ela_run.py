@@ -65,6 +65,7 @@ def _assert_complete_ela_run(run_id: str, n: int, shards: int) -> list[dict]:
     assert read_manifest(rdir)["row_counts"]["predictions"] == n and len(part_files(rdir / "predictions")) == shards
     preds = read_table(rdir / "predictions", "predictions").to_pylist()
     assert len({p["question_id"] for p in preds}) == n
+    assert any(p["error"] is None for p in preds), [p["error"] for p in preds]  # answered items get checked below
     for p in preds:
         llm_steps = [t for t in json.loads(p["trajectory"]) if t["kind"] == "llm"]
         assert llm_steps and all(len(t["prompt_hash"]) == 16 and "raw_output" in t for t in llm_steps)

@@ -88,6 +88,7 @@ def test_er_from_an_ela_linking_run(run_env, embedded_llm, prefect_harness):
     er_id, m, preds = _run(method="er", dataset="entityquestions", split="longtail", limit=1,
                            settings={"entities": f"run:{ela_id}", "system": SYSTEM})
     linked = {p["question_id"]: p["predicted_entities"] for p in ela_preds}
+    assert any(linked.values()), [p["error"] for p in ela_preds]  # ELA linked something for ER to take
     for p in preds:
         assert p["predicted_entities"] == linked[p["question_id"]][:4]
     assert "hit1" in m and 0.0 <= m["hit1"] <= 1.0

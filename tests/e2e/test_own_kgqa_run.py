@@ -79,6 +79,7 @@ def test_kg_1hop_on_an_imported_kgqa_set(run_env, embedded_llm, prefect_harness,
     assert read_manifest(rdir)["row_counts"]["predictions"] == 2
     preds = read_table(rdir / "predictions", "predictions").to_pylist()
     assert sorted(p["question_id"] for p in preds) == sorted(r["id"] for r in records[:2])
+    assert any(p["error"] is None for p in preds), [p["error"] for p in preds]  # some item was answered
     for p in preds:
         assert p["dataset"] == NAME and p["llm_calls"] >= 1
         assert p["error"] is None or p["error"].startswith("AgentError"), p["error"]

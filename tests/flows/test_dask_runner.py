@@ -30,6 +30,7 @@ def test_dask_runner_equals_thread_runner(kb_home, prefect_harness):
     cfg = RunConfig(method="search-recall", dataset="webqsp-el", split="test", limit=60, shards=3)
     run_id = run_method_on(cfg, "thread")
     threads = _rows(run_id)
+    assert [q for q, row in threads.items() if row[-1] is not None] == []  # every item searched: rows to compare
     metrics = {r["metric"]: r["value"] for r in read_table(layout.run_dir(run_id) / "metrics", "metrics").to_pylist()
                if r["metric"] not in ("wall_s", "peak_rss_mb", "llm_seconds", "non_llm_seconds", "retrieval_s")}
     shutil.rmtree(layout.run_dir(run_id))
