@@ -716,11 +716,28 @@ def reproduction_section(pid: str) -> str:
 
 
 def reproductions_index() -> str:
-    """The list of reproduction pages, one per conditions file."""
+    """The list of reproduction pages, one per conditions file, with what ``make reproduce`` measured of each."""
     from tasks.reproduce.conditions import load_papers
+    from tasks.reproduce.pages import measured
 
-    lines = [f"- [{p.title}]({p.id}.md): {len(p.conditions)} conditions, "
-             f"{sum(c.runnable for c in p.conditions)} runnable" for p in load_papers().values()]
+    data = measured()
+    done: dict[str, set[str]] = {}
+    for r in data.get("rows", []):
+        if r["measured"] is not None:
+            done.setdefault(r["paper"], set()).add(r["condition"])
+    walls = data.get("runs_wall_s", {})
+    lines = []
+    for p in load_papers().values():
+        runnable = [c.id for c in p.conditions if c.runnable]
+        wall = f", its runs' wall time {walls[p.id] / 60:.0f} min" if p.id in walls else ""
+        lines.append(f"- [{p.title}]({p.id}.md): {len(p.conditions)} conditions, {len(runnable)} runnable, "
+                     f"{len(done.get(p.id, set()) & set(runnable))} measured with the embedded model{wall}")
+    if data.get("rows"):
+        limits = ", ".join(f"{m} {'all' if n is None else n}" for m, n in data["limits"].items())
+        commits = ", ".join(sorted({r["git_sha"][:7] for r in data["rows"]}))
+        lines.append(f"\nMeasured on {data['machine']}, commit {commits}. Questions per condition by method, the "
+                     f"budget's (the first N of the split; `all`: the whole split, as for every run that asks no "
+                     f"LLM; each page's n column says what ran): {limits}.")
     return "\n" + "\n".join(lines) + "\n"
 
 

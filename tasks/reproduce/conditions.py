@@ -174,6 +174,9 @@ class Paper(BaseModel):
     title: str
     citation: str
     source: str
+    #: How close the conditions that ask no LLM come to the paper's figures, and why not closer (their page says it
+    #: under their measured figures).
+    no_llm_note: str | None = None
     conditions: list[Condition]
 
     @model_validator(mode="after")

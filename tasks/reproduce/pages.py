@@ -31,16 +31,50 @@ def _cell(text: str | None) -> str:
 
 def _on_paper_scale(value: float, printed: str, scale: float) -> str:
     """A measured value written as the paper writes its figure (its scale and its number of decimals)."""
-    decimals = len(printed.split(".", 1)[1]) if "." in printed else 0
-    return f"{value * scale:.{decimals}f}"
+    return f"{value * scale:.{_decimals(printed)}f}"
+
+
+def _decimals(printed: str) -> int:
+    return len(printed.split(".", 1)[1]) if "." in printed else 0
+
+
+def _no_llm_section(paper: Paper, got: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+    """The measured rows of the conditions whose runs ask no LLM (run over the whole split), beside the paper's."""
+    from tasks.reproduce.conditions import needs_llm  # heavy: every method's module
+
+    rows = []
+    for c in paper.conditions:
+        if not c.runnable or needs_llm(c):
+            continue
+        for f in c.metrics():
+            r = got.get((c.id, f.linkedqa))
+            if r is not None and r["measured"] is not None:
+                rows.append((c, f, r))
+    if not rows:
+        return []
+    diffs = [r["measured"] - f.value for _, f, r in rows]
+    out = ["\n### Rows that ask no LLM\n",
+           f"These runs ask no model, so they ran over the whole split and depend only on the KB, the retriever or "
+           f"encoder and the metric: measured minus the paper's figure ranges from {min(diffs):+.3f} to "
+           f"{max(diffs):+.3f} on linkedqa's 0-1 scale.\n",
+           "| row | dataset | metric | paper | measured | difference | n |", "|---|---|---|---:|---:|---:|---:|"]
+    for (c, f, r), d in zip(rows, diffs, strict=True):
+        out.append(f"| {_cell(c.row)} | {c.dataset} | {_cell(f.metric)} | {_cell(f.printed)} | "
+                   f"{_on_paper_scale(r['measured'], f.printed, f.scale)} | {d * f.scale:+.{_decimals(f.printed)}f} | "
+                   f"{r['n']} |")
+    if paper.no_llm_note:
+        out.append(f"\n{_cell(paper.no_llm_note)}")
+    return out
 
 
 def page_section(paper: Paper, data: dict[str, Any] | None = None) -> str:
     """The generated Markdown of ``paper``'s page."""
     data = measured() if data is None else data
     got = {(r["condition"], r["metric"]): r for r in data.get("rows", []) if r["paper"] == paper.id}
+    commits = ", ".join(sorted({r["git_sha"][:7] for r in got.values()}))
     where = (f"measured with the embedded model (Qwen2.5-Coder-0.5B-Instruct, vLLM on the CPU) on the sample KB, "
-             f"{data['machine']}, commit {data['commit'][:7]}" if data.get("rows") else "not measured yet")
+             f"{data['machine']}, commit {commits}, on the first n questions of each split (the n column)" if got
+             else "not measured yet")
     out = [f"\n{paper.citation}\n",
            f"{len([c for c in paper.conditions if c.runnable])} of {len(paper.conditions)} conditions run in "
            f"linkedqa. A cell holds the paper's figure as printed, then (after `/`) the measured one on the same "
@@ -71,6 +105,7 @@ def page_section(paper: Paper, data: dict[str, Any] | None = None) -> str:
         names = {f.metric: f.linkedqa for c in conditions for f in c.figures if f.linkedqa}
         if names:
             out.append("\nlinkedqa's metrics: " + ", ".join(f"{_cell(m)} = `{v}`" for m, v in names.items()) + ".")
+    out += _no_llm_section(paper, got)
     out.append("\n### Commands and what differs from the paper\n")
     for c in paper.conditions:
         if not c.runnable:

@@ -51,7 +51,8 @@ def test_one_condition_per_paper_lands_in_the_reproduction_matrix(matrix_env: tu
         for f in c.metrics():
             _, _, _, printed, paper_value, measured, diff, n, model, limit, run_id = by[(pid, cid, f.linkedqa)]
             assert printed == f.printed and paper_value == pytest.approx(f.value)
-            assert model == SERVED_NAME and needs_llm(c) and limit == 1 and (home / "runs" / run_id / "manifest.json").is_file()
+            assert model == SERVED_NAME and needs_llm(c) and limit == 1
+            assert (home / "runs" / run_id / "manifest.json").is_file()
             stored = duckdb.sql(f"SELECT value, n FROM read_parquet('{home / 'runs' / run_id / 'metrics'}/*.parquet')"
                                 f" WHERE metric = '{f.linkedqa}'").fetchall()
             assert [(measured, n)] == stored, (cid, f.linkedqa)

@@ -85,3 +85,33 @@ def test_dry_run_prints_the_commands_and_refuses_unknown_ids():
     assert bad.returncode == 2 and "paper ela has no condition 'no-such-row'" in bad.stderr
     bad = _cli("no-such-paper", "--dry-run")
     assert bad.returncode == 2 and "unknown paper 'no-such-paper'; papers:" in bad.stderr
+
+
+def test_er_no_llm_note_holds_for_the_measured_rows():
+    """The ER page's note on its retrieval-only rows: every measured MRR above the paper's, in the paper's order."""
+    from tasks.reproduce.pages import measured
+
+    paper = load_papers()["er"]
+    rows = {r["condition"]: r for r in measured()["rows"] if r["paper"] == "er" and r["metric"] == "mrr_retrieval"}
+    t1 = [c for c in paper.conditions if c.table == "Table 1" and c.runnable]
+    assert t1 and all(c.id in rows for c in t1), "make reproduce measured every runnable Table 1 row"
+    assert all(rows[c.id]["measured"] > rows[c.id]["paper_value"] for c in t1)
+    by_paper = sorted(t1, key=lambda c: -rows[c.id]["paper_value"])
+    by_measured = sorted(t1, key=lambda c: -rows[c.id]["measured"])
+    assert [c.id for c in by_paper] == [c.id for c in by_measured]
+    order = ", ".join(c.row.split(",")[0] for c in by_paper)
+    assert f"keep the paper's order ({order})" in paper.no_llm_note
+
+
+def test_ea_agent_no_llm_note_holds_for_the_measured_rows():
+    """The EA-Agent page's note on ea-embed's TEA rows: FR-EN within a point of TEA on every metric, JA-EN and ZH-EN
+    far short (over 10 Hits@1 points)."""
+    from tasks.reproduce.pages import measured
+
+    paper = load_papers()["ea-agent"]
+    rows = {(r["condition"], r["metric"]): r for r in measured()["rows"] if r["paper"] == "ea-agent"}
+    assert "FR-EN comes within a point of TEA on every metric; JA-EN and ZH-EN fall far short" in paper.no_llm_note
+    fr = [r for (c, _), r in rows.items() if c == "t1-fr-en-tea"]
+    assert len(fr) == 3 and all(abs(r["difference"]) < 0.01 for r in fr)
+    for c in ("t1-ja-en-tea", "t1-zh-en-tea"):
+        assert rows[(c, "hits@1")]["difference"] < -0.10
