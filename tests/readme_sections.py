@@ -728,10 +728,12 @@ def reproductions_index() -> str:
     walls = data.get("runs_wall_s", {})
     lines = []
     for p in load_papers().values():
-        runnable = [c.id for c in p.conditions if c.runnable]
+        runnable = [c for c in p.conditions if c.runnable]
+        scored = {c.id for c in runnable if c.metrics()}  # a condition may map none of its figures
         wall = f", its runs' wall time {walls[p.id] / 60:.0f} min" if p.id in walls else ""
-        lines.append(f"- [{p.title}]({p.id}.md): {len(p.conditions)} conditions, {len(runnable)} runnable, "
-                     f"{len(done.get(p.id, set()) & set(runnable))} measured with the embedded model{wall}")
+        lines.append(f"- [{p.title}]({p.id}.md): {len(p.conditions)} conditions, {len(runnable)} runnable; "
+                     f"{len(done.get(p.id, set()) & scored)} of the {len(scored)} with a linkedqa metric measured "
+                     f"with the embedded model{wall}")
     if data.get("rows"):
         limits = ", ".join(f"{m} {'all' if n is None else n}" for m, n in data["limits"].items())
         commits = ", ".join(sorted({r["git_sha"][:7] for r in data["rows"]}))
