@@ -573,9 +573,18 @@ class BM25Index:
             queries: Query strings (any user text).
             k: Hits per query (default ``DEFAULT_K``).
 
+        The cyclic garbage collector is paused during the call: it makes k tuples and hits per query, none of them
+        in a cycle, and the collections their allocations trigger cost about a quarter of its CPU time (sample KB,
+        k=50).
+
         Returns:
             One list of hits per query, best first.
         """
+        with _gc_paused():
+            return self._search_many(queries, k)
+
+    def _search_many(self, queries: Sequence[str], k: int | None) -> list[list[Any]]:
+        """The ranking of :meth:`search_many`."""
         k = self.DEFAULT_K if k is None else int(k)
         if k <= 0:
             return [[] for _ in queries]
@@ -636,6 +645,23 @@ class BM25Index:
     def search(self, query: str, k: int | None = None) -> list[Any]:
         """Hits of one query (``search_many`` with one query)."""
         return self.search_many([query], k)[0]
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for the block, if it runs (a collector paused by the caller stays so).
+
+    The collector's switch is the process's: a block on another thread that starts while this one runs sees it
+    paused and leaves it to this one to restart, so it never stays off after every block has ended.
+    """
+    running = gc.isenabled()
+    if running:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
 
 
 def _mkdir(path: Path) -> Path:

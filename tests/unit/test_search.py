@@ -519,3 +519,26 @@ def test_dense_passage_index_of_a_kb_streams_its_passages(data_root: Path, tmp_p
     stamp = (index.folder / "_done.json").stat().st_mtime_ns
     assert len(kb_indexes.dense_passage_index(version, root)) == len(kept)
     assert (index.folder / "_done.json").stat().st_mtime_ns == stamp
+
+
+def test_search_pauses_the_collector_and_restores_it(entity_index: EntityIndex, monkeypatch) -> None:
+    """search_many runs with the cyclic collector off, then leaves it as it found it (on, or off by the caller)."""
+    import gc
+
+    seen: list[bool] = []
+    real = entity_index._search_many
+
+    def spy(queries, k):
+        seen.append(gc.isenabled())
+        return real(queries, k)
+
+    monkeypatch.setattr(entity_index, "_search_many", spy)
+    assert gc.isenabled()
+    hits = entity_index.search_many(["Boston"], k=3)
+    assert hits[0][0].qid == "Q100" and seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        entity_index.search_many(["Boston"], k=3)
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()
