@@ -718,7 +718,7 @@ def reproduction_section(pid: str) -> str:
 def reproductions_index() -> str:
     """The list of reproduction pages, one per conditions file, with what ``make reproduce`` measured of each."""
     from tasks.reproduce.conditions import load_papers
-    from tasks.reproduce.pages import measured
+    from tasks.reproduce.pages import measured, row_commits
 
     data = measured()
     done: dict[str, set[str]] = {}
@@ -736,10 +736,9 @@ def reproductions_index() -> str:
                      f"with the embedded model{wall}")
     if data.get("rows"):
         limits = ", ".join(f"{m} {'all' if n is None else n}" for m, n in data["limits"].items())
-        commits = ", ".join(sorted({r["git_sha"][:7] for r in data["rows"]}))
-        lines.append(f"\nMeasured on {data['machine']}, commit {commits}. Questions per condition by method, the "
-                     f"budget's (the first N of the split; `all`: the whole split, as for every run that asks no "
-                     f"LLM; each page's n column says what ran): {limits}.")
+        lines.append(f"\nMeasured on {data['machine']}, commit {row_commits(data['rows'])}. Questions per "
+                     "condition by method, the budget's (the first N of the split; `all`: the whole split, as for "
+                     f"every run that asks no LLM; each page's n column says what ran): {limits}.")
     return "\n" + "\n".join(lines) + "\n"
 
 

@@ -25,6 +25,11 @@ def measured() -> dict[str, Any]:
     return json.loads(MEASURED_FILE.read_text(encoding="utf-8"))
 
 
+def row_commits(rows: Any) -> str:
+    """The short commits the measured rows were stored at, comma-separated."""
+    return ", ".join(sorted({r["git_sha"][:7] for r in rows}))
+
+
 def _cell(text: str | None) -> str:
     return (text or "").replace("|", "\\|").replace("<", "&lt;")
 
@@ -71,7 +76,7 @@ def page_section(paper: Paper, data: dict[str, Any] | None = None) -> str:
     """The generated Markdown of ``paper``'s page."""
     data = measured() if data is None else data
     got = {(r["condition"], r["metric"]): r for r in data.get("rows", []) if r["paper"] == paper.id}
-    commits = ", ".join(sorted({r["git_sha"][:7] for r in got.values()}))
+    commits = row_commits(got.values())
     where = (f"measured with the embedded model (Qwen2.5-Coder-0.5B-Instruct, vLLM on the CPU) on the sample KB, "
              f"{data['machine']}, commit {commits}, on the first n questions of each split (the n column)" if got
              else "not measured yet")
