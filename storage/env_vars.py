@@ -71,6 +71,11 @@ ENV_VARS: dict[str, EnvVar] = {
         "every core the process may run on",
         "Torch CPU threads for MiniLM encoding (dense indexes, entity-alignment embeddings).",
         ("tasks/search/passages.py",)),
+    "LINKEDQA_SEARCH_THREADS": EnvVar(
+        "every core the process may run on",
+        "Threads of a batched BM25 search (entity, title and passage indexes): the queries of one agent step are "
+        "searched on that many threads. The hits are the same for any number.",
+        ("tasks/search/bm25.py",)),
     "LINKEDQA_CHECK_TOOL_TYPES": EnvVar(
         "unset: off",
         "`1`: a run validates every tool payload and result against the types the tool declares and refuses "

@@ -27,6 +27,14 @@ from tasks.progress import worker_init
 POLL_S = 1.0
 
 
+def cpu_count() -> int:
+    """Cores this process may run on (the affinity mask, not the machine's total)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def exit_with_parent(parent_pid: int | None = None, poll_s: float = POLL_S) -> None:
     """End this process (exit status 1, no clean-up) within ``poll_s`` of its parent process's death.
 

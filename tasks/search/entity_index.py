@@ -22,13 +22,24 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar, NamedTuple
 
 import pyarrow as pa
 import tantivy
 
-from tasks.search.bm25 import ANALYZER, STORE_ONLY, BM25Index, NoKeys, add_texts, clean_list, query_key, raw_key
+from tasks.search.bm25 import (
+    ANALYZER,
+    STORE_ONLY,
+    BM25Index,
+    NoKeys,
+    add_texts,
+    clean_list,
+    hit_tuples,
+    query_key,
+    raw_key,
+)
 
 
 class Candidate(NamedTuple):
@@ -124,4 +135,5 @@ class EntityIndex(BM25Index):
             )
 
     def _make_hits(self, columns: dict[str, list[Any]], scores: list[float]) -> list[Candidate]:
-        return list(map(Candidate, columns["qid"], columns["label"], columns["description"], scores))
+        return hit_tuples(Candidate, columns["qid"], columns["label"], columns["description"], scores,
+                          itertools.repeat(None, len(scores)))

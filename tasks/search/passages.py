@@ -60,6 +60,7 @@ from tasks.search.dense_ann import (
     build_faiss,
     resolve_spec,
 )
+from tasks.workers import cpu_count
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -165,14 +166,6 @@ class PassageIndex(BM25Index):
 # ------------------------------------------------------------------------------------------------ dense
 _MODELS: dict[str, Any] = {}
 _MODEL_LOCK = threading.Lock()
-
-
-def cpu_count() -> int:
-    """Cores this process may run on (the affinity mask, not the machine's total)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def torch_threads() -> int:

@@ -22,7 +22,17 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import tantivy
 
-from tasks.search.bm25 import ANALYZER, STORE_ONLY, BM25Index, NoKeys, add_texts, clean_list, query_key, raw_key
+from tasks.search.bm25 import (
+    ANALYZER,
+    STORE_ONLY,
+    BM25Index,
+    NoKeys,
+    add_texts,
+    clean_list,
+    hit_tuples,
+    query_key,
+    raw_key,
+)
 from tasks.search.entity_index import Candidate
 
 _DISAMBIGUATOR = re.compile(r"\s*\([^()]*\)\s*$")
@@ -115,13 +125,5 @@ class TitleIndex(BM25Index):
             )
 
     def _make_hits(self, columns: dict[str, list[Any]], scores: list[float]) -> list[Candidate]:
-        return list(
-            map(
-                Candidate,
-                columns["qid"],
-                columns["title"],
-                columns["description"],
-                scores,
-                columns["page_id"],
-            )
-        )
+        return hit_tuples(Candidate, columns["qid"], columns["title"], columns["description"], scores,
+                          columns["page_id"])

@@ -1,37 +1,40 @@
-"""Benchmark: entity search ranking against bm25s, and at the sample KB's size vs a 10x synthetic label set.
+"""Benchmark: entity search ranking and speed against bm25s, and at the sample KB's size vs synthetic copies.
 
 First the ranking, all on the sample KB's entities in this run: the entity index as linkedqa ranks (per query
-term, the best of label and aliases, terms added up), the same index ranked the alternative way (one
-disjunction-max over the fields, each scoring the whole query), and bm25s (numba backend, label + aliases as
-one text; the ``bench`` extra's pin): recall@1/10/50 of the gold QID for every gold mention of the WebQSP-EL
-test questions whose gold entity the KB can name (the ``search-recall`` agent through the agents' batched
-search tool), queries per CPU-second on one thread (the gold mention texts repeated to ``--queries``, k=50),
-and the rank of Q165421 for "jackie kennedy".
+term, the best of label and aliases, terms added up), the same index ranked per field (one disjunction-max over
+the fields, each scoring the whole query), and bm25s (numba backend, label + aliases as one text; the ``bench``
+extra's pin): recall@1/10/50 of the gold QID for every gold mention of the WebQSP-EL test questions whose gold
+entity the KB can name (the ``search-recall`` agent through the agents' batched search tool), the rank of
+Q165421 for "jackie kennedy", and on the same queries (batches of the distinct gold mention texts, each batch
+shuffled, to about ``--queries`` in all, k=50, one batched ``search_many`` per batch, the three taking turns in
+every pass): q/s per core on one thread (queries / CPU seconds of this process) and q/s with one thread per core.
 
-The 10x set is every searchable entity of the sample KB copied ``--scale`` times, copy ``c`` with its id
+The Nx sets are every searchable entity of the sample KB copied N times (``--scale``), copy ``c`` with its id
 rewritten (``Q42`` -> ``Q<42 + c * 10^10>``), labels, aliases, descriptions and popularity kept. It is the
-hard case for BM25: every posting list is ``--scale`` times longer and every match has ``--scale`` tied twins.
-
-Figures, all measured in this run on the same queries (WebQSP-EL test gold mention texts, repeated to
-``--queries``; k=50, one batched ``search_many`` call per pass, 1 thread), for both sizes:
+hard case for BM25: every posting list is N times longer and every match has N tied twins. For 1x and each N,
+on the same queries:
 
 * build time and docs/s (tantivy writer, 1 thread, 256 MB heap), index size on disk, bytes per entity;
-* queries/s (best of ``--passes`` passes after a warm-up) and the 10x / 1x ratios;
+* q/s per thread (queries / CPU seconds on 1 thread, best of ``--passes`` passes after a warm-up), the Nx / 1x
+  ratios, and q/s on one thread per core (wall clock);
 * resident memory added by opening the index and a 500-query warm-up (``VmRSS`` delta; the index files are
   memory-mapped, so the page cache holds them, not this process);
-* the check that the 1x index finds the same top-1 entity at 10x for every query (as one of its copies).
+* the check that the 1x index finds the same top-1 entity at Nx for every query (as one of its copies).
 
-Then the linear projection of size and build time to the full Wikidata dump (~115 M entities).
+Then the projection to the full Wikidata dump (~115 M entities): size, memory and build time linear in entities
+from the largest N; search speed two ways (latency linear in entities, and a power law through 1x and Nx).
 
 Needs the sample KB (``linkedqa kb build --sample``) in ``LINKEDQA_HOME``.
 
-Run: ``.venv/bin/python -m tests.bench.bench_search [--scale 10] [--queries 20000] [--skip-scale | --skip-ranking]``
+Run: ``.venv/bin/python -m tests.bench.bench_search [--scale 3 10 30] [--queries 20000]
+[--skip-scale | --skip-ranking]``
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import random
 import re
 import shutil
 import tempfile
@@ -73,30 +76,43 @@ def copies(rows: list[dict], scale: int) -> Iterator[dict]:
             yield {**r, "qid": rewrite(r["qid"], c)}
 
 
-def measure(name: str, folder: Path, rows_iter, queries: list[str], passes: int) -> dict:
+def search_batches(index, batches: list[list[str]], threads: int) -> list[list]:
+    """Every batch through ``index.search_many`` (k=50), the hits of all batches in one list."""
+    return [hits for batch in batches for hits in index.search_many(batch, k=50, threads=threads)]
+
+
+def measure(name: str, folder: Path, rows_iter, batches: list[list[str]], passes: int) -> dict:
     """Build, open, search; return the figures."""
     from tasks.search.bm25 import folder_size
     from tasks.search.entity_index import EntityIndex
+    from tasks.workers import cpu_count
 
     t0 = time.perf_counter()
     EntityIndex.build(folder, rows_iter)
     build_s = time.perf_counter() - t0
     rss0 = rss_mb()
     index = EntityIndex.open(folder)
-    index.search_many(queries[:500], k=50)  # warm the memory map
+    index.search_many(batches[0][:500], k=50, threads=1)  # warm the memory map
     rss_open = rss_mb() - rss0  # before the timed passes, whose 1 M hit objects would dominate
     best = float("inf")
     hits = None
     for _ in range(passes):
+        t0 = time.process_time()
+        hits = search_batches(index, batches, threads=1)
+        best = min(best, time.process_time() - t0)
+    cores = cpu_count()
+    wall = float("inf")
+    for _ in range(passes):
         t0 = time.perf_counter()
-        hits = index.search_many(queries, k=50)
-        best = min(best, time.perf_counter() - t0)
+        search_batches(index, batches, threads=cores)
+        wall = min(wall, time.perf_counter() - t0)
     out = {"name": name, "docs": len(index), "build_s": build_s, "size": folder_size(folder),
-           "qps": len(queries) / best, "rss_mb": rss_open,
-           "top1": [h[0].qid if h else None for h in hits]}
+           "qps": len(hits) / best, "qps_all": len(hits) / wall, "rss_mb": rss_open,
+           "top1": [h[0].qid if h else None for h in hits[: len(batches[0])]]}
     print(f"  {name:>4}: {out['docs']:>10,} entities  build {build_s:6.1f}s ({out['docs'] / build_s:8,.0f} docs/s)  "
           f"index {out['size'] / 2**20:7.1f} MiB ({out['size'] / out['docs']:5.0f} B/entity)  "
-          f"{out['qps']:7,.0f} q/s  +{out['rss_mb']:.0f} MiB RSS", flush=True)
+          f"{out['qps']:7,.0f} q/s per thread, {out['qps_all']:7,.0f} q/s on {cores} threads  "
+          f"+{out['rss_mb']:.0f} MiB RSS", flush=True)
     del index
     return out
 
@@ -141,10 +157,10 @@ class Bm25sPeer:
     def __len__(self) -> int:
         return len(self.payload)
 
-    def search_many(self, queries: list[str], k: int = 50) -> list[list]:
-        """Top-``k`` candidates per query, best first."""
+    def search_many(self, queries: list[str], k: int = 50, threads: int = 1) -> list[list]:
+        """Top-``k`` candidates per query, best first (``threads`` > 1: bm25s's numba-parallel retrieval)."""
         tokens = [self._key(q).split() for q in queries]
-        docs, scores = self.bm25.retrieve(tokens, k=k, n_threads=1, show_progress=False)
+        docs, scores = self.bm25.retrieve(tokens, k=k, n_threads=threads, show_progress=False)
         out = []
         for toks, row_docs, row_scores in zip(tokens, docs.tolist(), scores.tolist(), strict=True):
             out.append([self._candidate(*self.payload[d], s) for d, s in zip(row_docs, row_scores, strict=True)
@@ -152,18 +168,24 @@ class Bm25sPeer:
         return out
 
 
-def per_core_qps(index, queries: list[str], passes: int) -> float:
-    """Queries per CPU-second of this process (best of ``passes`` batched passes, k=50, after a warm-up)."""
-    index.search_many(queries[:500], k=50)
-    best = float("inf")
+def throughput(indexes: dict[str, object], batches: list[list[str]], passes: int, threads: int) -> dict[str, tuple]:
+    """Per index: (queries per CPU second of this process, queries per wall second), each the best of ``passes``
+    batched passes (k=50) on ``threads`` threads after a warm-up; the indexes take turns in every pass, so a
+    change of machine load reaches all of them alike."""
+    best = {name: [math.inf, math.inf] for name in indexes}
+    for index in indexes.values():
+        index.search_many(batches[0][:500], k=50, threads=threads)
     for _ in range(passes):
-        c0 = time.process_time()
-        index.search_many(queries, k=50)
-        best = min(best, time.process_time() - c0)
-    return len(queries) / best
+        for name, index in indexes.items():
+            c0, w0 = time.process_time(), time.perf_counter()
+            search_batches(index, batches, threads)
+            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            best[name] = [min(best[name][0], cpu), min(best[name][1], wall)]
+    n = sum(map(len, batches))
+    return {name: (n / cpu, n / wall) for name, (cpu, wall) in best.items()}
 
 
-def compare_rankings(rows: list[dict], queries: list[str], folder: Path, passes: int) -> None:
+def compare_rankings(rows: list[dict], batches: list[list[str]], folder: Path, passes: int) -> None:
     """Recall@1/10/50 on KB-covered WebQSP-EL gold mentions and q/s per core of each ranking, same run."""
     import numba  # heavy: the bm25s peer's backend
 
@@ -177,6 +199,7 @@ def compare_rankings(rows: list[dict], queries: list[str], folder: Path, passes:
     from tasks.runs.execute import load_questions
     from tasks.search.entity_index import EntityIndex
     from tasks.search.kb_indexes import index_search_tool
+    from tasks.workers import cpu_count
 
     questions, _, _ = load_questions("webqsp-el", "test")
     method = SearchRecallMethod(SearchRecallMethod.Settings())
@@ -189,26 +212,42 @@ def compare_rankings(rows: list[dict], queries: list[str], folder: Path, passes:
         return name, index, time.perf_counter() - t0
 
     rankings = [
-        build("tantivy, now", lambda: EntityIndex.build(folder / "now", iter(rows))),
-        build("tantivy, before", lambda: legacy_entity_index().open(folder / "now")),  # same documents
-        build("bm25s (numba)", lambda: Bm25sPeer(rows)),
+        build("linkedqa", lambda: EntityIndex.build(folder / "now", iter(rows))),
+        build("per-field", lambda: legacy_entity_index().open(folder / "now")),  # same documents
+        build("bm25s", lambda: Bm25sPeer(rows)),
     ]
+    cores = cpu_count()
+    indexes = {name: index for name, index, _ in rankings}
+    one = throughput(indexes, batches, passes, 1)
+    every = throughput(indexes, batches, passes, cores)
     print(f"ranking, same run: recall@k of the gold QID among the top k for each gold mention of the WebQSP-EL test "
-          f"questions whose gold entity the KB can name; q/s per core = {len(queries):,} queries / CPU seconds of "
-          f"this process (1 thread, k=50, best of {passes})")
-    qps = {}
+          f"questions whose gold entity the KB can name; {sum(map(len, batches)):,} queries, k=50, best of {passes} "
+          f"passes "
+          f"taken in turn; q/s per core = queries / CPU seconds of this process; all cores = {cores} threads")
+    print(f"  {'ranking':10} {'recall@1':>8} {'@10':>6} {'@50':>6} {'n':>6} | {'1 thread: q/s per core':>22} | "
+          f"{'all cores: q/s':>14} {'q/s per core':>12} | build/open | 'jackie kennedy' -> Q165421")
     for name, index, build_s in rankings:
         outs, _ = run_agents(method.agent(ctx), questions, None, {"entity_search": index_search_tool(index)})
         summ = {m["metric"]: m for m in summary_metrics("search", outs, questions)}
         rec = [summ[f"recall@{k}_covered"]["value"] for k in (1, 10, 50)]
-        qps[name] = per_core_qps(index, queries, passes)
         hits = [c.qid for c in index.search_many(["jackie kennedy"], k=50)[0]]
         rank = hits.index("Q165421") + 1 if "Q165421" in hits else "-"
-        print(f"  {name:16} recall@1 {rec[0]:.3f}  @10 {rec[1]:.3f}  @50 {rec[2]:.3f} "
-              f"(n={summ['recall@50_covered']['n']:,})  {qps[name]:7,.0f} q/s per core  build/open {build_s:5.1f}s  "
-              f"'jackie kennedy' -> Q165421 at rank {rank}", flush=True)
-    print(f"  q/s per core, tantivy now / bm25s: {qps['tantivy, now'] / qps['bm25s (numba)']:.2f}; "
-          f"tantivy now / before: {qps['tantivy, now'] / qps['tantivy, before']:.2f}")
+        print(f"  {name:10} {rec[0]:8.3f} {rec[1]:6.3f} {rec[2]:6.3f} {summ['recall@50_covered']['n']:6,} | "
+              f"{one[name][0]:22,.0f} | {every[name][1]:14,.0f} {every[name][0]:12,.0f} | {build_s:8.1f}s | "
+              f"rank {rank}", flush=True)
+    print(f"  linkedqa / bm25s: q/s per core on 1 thread {one['linkedqa'][0] / one['bm25s'][0]:.2f}, "
+          f"q/s on {cores} threads {every['linkedqa'][1] / every['bm25s'][1]:.2f}; linkedqa {cores} threads / 1 "
+          f"thread: q/s {every['linkedqa'][1] / one['linkedqa'][1]:.2f}; linkedqa / per-field on 1 thread "
+          f"{one['linkedqa'][0] / one['per-field'][0]:.2f}")
+
+
+def query_batches(mentions: list[str], total: int) -> list[list[str]]:
+    """Batches of the distinct mention texts (one per query key: ``search_many`` searches a repeated key once),
+    each batch shuffled with its own seed, as many as make ``total`` queries (at least one)."""
+    from tasks.search.bm25 import query_key, raw_key
+
+    distinct = list({(query_key(m), raw_key(m)): m for m in reversed(mentions) if query_key(m)}.values())[::-1]
+    return [random.Random(seed).sample(distinct, len(distinct)) for seed in range(max(1, round(total / len(distinct))))]
 
 
 def sample_kb_entities() -> tuple[str, Path, list[dict], list[str]]:
@@ -243,19 +282,20 @@ def main() -> None:
     a = ap.parse_args()
 
     kb, root, rows, mentions = sample_kb_entities()
-    queries = (mentions * (a.queries // len(mentions) + 1))[: a.queries]
+    batches = query_batches(mentions, a.queries)
     print(f"entity search (BM25 labels+aliases, tantivy), KB {kb}: {len(rows):,} searchable entities; "
-          f"{len(queries):,} queries ({len(set(mentions)):,} distinct gold mention texts), k=50")
+          f"{sum(map(len, batches)):,} queries in {len(batches)} batches, each the {len(batches[0]):,} distinct gold "
+          f"mention texts shuffled (a batch searches a repeated query once), k=50")
     if not a.skip_ranking:
         with tempfile.TemporaryDirectory(prefix="bench-search-", dir=root) as tmp:
-            compare_rankings(rows, queries, Path(tmp), a.passes)
+            compare_rankings(rows, batches, Path(tmp), a.passes)
     if a.skip_scale:
         return
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-search-", dir=root) as tmp:
-        one = measure("1x", Path(tmp) / "x1", iter(rows), queries, a.passes)
+        one = measure("1x", Path(tmp) / "x1", iter(rows), batches, a.passes)
         for scale in a.scale:
-            big = measure(f"{scale}x", Path(tmp) / f"x{scale}", copies(rows, scale), queries, a.passes)
+            big = measure(f"{scale}x", Path(tmp) / f"x{scale}", copies(rows, scale), batches, a.passes)
             shutil.rmtree(Path(tmp) / f"x{scale}")
             results.append((scale, big))
     found = sum(x is not None for x in one["top1"])
@@ -273,8 +313,10 @@ def main() -> None:
     lin = t1 + slope * (n_full - 1)
     expo = math.log(tb / t1) / math.log(scale)
     power = t1 * n_full**expo
-    print(f"  projection to full Wikidata ({FULL_WIKIDATA / 1e6:.0f} M entities = {n_full:,.0f}x this KB): index "
-          f"{big['size'] / big['docs'] * FULL_WIKIDATA / 2**30:,.0f} GiB, build "
+    print(f"  projection to full Wikidata ({FULL_WIKIDATA / 1e6:.0f} M entities = {n_full:,.0f}x this KB), linear "
+          f"in entities from the {scale}x point: index {big['size'] / big['docs'] * FULL_WIKIDATA / 2**30:,.0f} GiB "
+          f"(memory-mapped: the page cache holds it for these speeds), resident memory of the searching process "
+          f"+{big['rss_mb'] / big['docs'] * FULL_WIKIDATA / 1024:,.1f} GiB, build "
           f"{big['build_s'] / big['docs'] * FULL_WIKIDATA / 3600:,.1f} h on 1 thread; per-thread search "
           f"{1 / lin:,.0f} q/s if latency grows linearly with entities, {1 / power:,.0f} q/s on the power law "
           f"latency ~ entities^{expo:.2f} fitted to 1x and {scale}x")

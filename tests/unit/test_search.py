@@ -358,14 +358,52 @@ def test_entity_hits_do_not_depend_on_the_index_layout(entity_index: EntityIndex
     # first words of labels: short queries with large groups of equal scores (many "John ..." entities)
     queries = [r["label"].split()[0] for r in rng.sample(entity_rows, 400)] + ["John", "Paris", "river"]
     k = 10
+    limit = bm25.first_fetch(k)
     straddling = 0
     for q in queries:
-        raw = entity_index._searcher.search(entity_index._query(query_key(q), raw_key(q)), k + 16, count=False).hits
-        straddling += len(raw) == k + 16 and raw[-1][0] == raw[k - 1][0]
+        raw = entity_index._searcher.search(entity_index._query(query_key(q), raw_key(q)), limit, count=False).hits
+        straddling += len(raw) == limit and raw[-1][0] == raw[k - 1][0]
     assert straddling >= 10  # the tie group at the k-th score is longer than the first fetch: refetched
-    one = [[(h.qid, h.score) for h in hits] for hits in entity_index.search_many(queries, k)]
-    many = [[(h.qid, h.score) for h in hits] for hits in threaded.search_many(queries, k)]
+    one = [[(h.qid, h.score) for h in hits] for hits in entity_index.search_many(queries, k, threads=1)]
+    many = [[(h.qid, h.score) for h in hits] for hits in threaded.search_many(queries, k, threads=4)]
     assert one == many
+
+
+def test_entity_hits_do_not_depend_on_the_search_threads(entity_index: EntityIndex, entity_rows: list[dict],
+                                                         monkeypatch) -> None:
+    """A batch searched on 1, 2 or 5 threads (chunks of unequal size, ``$LINKEDQA_SEARCH_THREADS`` or the argument)
+    gives the same hits in the same order, per query, as each query searched alone."""
+    rng = random.Random(3)
+    queries = [r["label"] for r in rng.sample(entity_rows, 150)] + ["", "John", "!!", "Paris"] * 3
+    alone = [entity_index.search_many([q], k=7, threads=1)[0] for q in queries]
+    assert entity_index.search_many(queries, k=7, threads=1) == alone
+    assert entity_index.search_many(queries, k=7, threads=5) == alone
+    monkeypatch.setenv(bm25.SEARCH_THREADS_ENV, "2")
+    assert bm25.search_threads() == 2
+    assert EntityIndex.open(entity_index.folder).search_many(queries, k=7) == alone
+    for bad in ("0", "-1", "two"):
+        monkeypatch.setenv(bm25.SEARCH_THREADS_ENV, bad)
+        with pytest.raises(ValueError, match=bm25.SEARCH_THREADS_ENV):
+            bm25.search_threads()
+
+
+def test_tie_rank_is_built_and_rebuilt_at_open_when_missing(entity_rows: list[dict], tmp_path: Path) -> None:
+    """The build writes each document's tie-break rank; an index without the file gets the same ranks at open, the
+    file written back for the next process, and the same hits."""
+    rows = entity_rows[:3000]
+    idx = EntityIndex.build(tmp_path / "e", rows)
+    built = np.array(np.load(idx.folder / bm25.TIE_RANK))
+    assert sorted(built.tolist()) == list(range(len(idx)))
+    queries = [r["label"] for r in rows[:200]]
+    hits = idx.search_many(queries, k=5)
+    (idx.folder / bm25.TIE_RANK).unlink()
+    reopened = EntityIndex.open(idx.folder)
+    assert reopened.search_many(queries, k=5) == hits
+    assert np.array_equal(np.load(idx.folder / bm25.TIE_RANK), built)
+    docs = reopened._docs.to_pylist()
+    ordered = sorted(range(len(docs)),
+                     key=lambda i: (-(docs[i]["popularity"] or 0), len(docs[i]["qid"]), docs[i]["qid"]))
+    assert built[ordered].tolist() == list(range(len(docs)))
 
 
 def test_passage_ties_are_cut_by_passage_id_whatever_the_layout(data_root: Path, tmp_path: Path) -> None:
@@ -526,13 +564,13 @@ def test_search_pauses_the_collector_and_restores_it(entity_index: EntityIndex, 
     import gc
 
     seen: list[bool] = []
-    real = entity_index._search_many
+    real = entity_index._order_and_cut
 
-    def spy(queries, k):
+    def spy(fetched, k):
         seen.append(gc.isenabled())
-        return real(queries, k)
+        return real(fetched, k)
 
-    monkeypatch.setattr(entity_index, "_search_many", spy)
+    monkeypatch.setattr(entity_index, "_order_and_cut", spy)
     assert gc.isenabled()
     hits = entity_index.search_many(["Boston"], k=3)
     assert hits[0][0].qid == "Q100" and seen == [False] and gc.isenabled()
