@@ -47,7 +47,7 @@ def run_method(cfg: RunConfig) -> str:
     print(f"run {plan.run_id}: {len(plan.question_ids)} questions in {plan.n_shards} shard(s)")
     futures = [run_shard_task.submit(plan, i, root, data) for i in range(plan.n_shards)]
     records = [f.result() for f in futures]
-    print(f"{sum(1 for r in records if r.get('skipped'))} shard(s) reused from an earlier attempt")
+    print(f"{sum(1 for r in records if r.skipped)} shard(s) reused from an earlier attempt")
     ref = finalize_run_task(plan, started, time.perf_counter() - t0, root)
     publish_run_artifact(plan, ref)
     return plan.run_id

@@ -8,9 +8,9 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
-from storage import layout
 from storage.artifacts import ArtifactRef
 from storage.catalog import refresh_catalog
+from storage.run_store import RunStore, ShardRecord
 from tasks.llm.types import EngineConfig
 from tasks.progress import say
 from tasks.runs.config import RunConfig, RunPlan
@@ -42,7 +42,7 @@ def load_api_key(cfg: RunConfig) -> None:
 
 
 @task(name="run_shard", task_run_name="shard {i}", tags=["llm-shard"])
-def run_shard_task(plan: RunPlan, i: int, root: str, data_root: str, device: str | None = None) -> dict:
+def run_shard_task(plan: RunPlan, i: int, root: str, data_root: str, device: str | None = None) -> ShardRecord:
     """Run one shard (skipped when its predictions part exists).
 
     ``device`` pins the shard to one GPU on multi-GPU hosts (``CUDA_VISIBLE_DEVICES`` is read by vLLM when the
@@ -61,7 +61,7 @@ def finalize_run_task(plan: RunPlan, started_at: str, wall_s: float, root: str) 
     rows = finalize_run(plan, started_at, wall_s, Path(root))
     refresh_catalog(Path(root))
     return ArtifactRef(table="predictions", version=plan.run_id, row_count=len(plan.question_ids),
-                       paths=[str(layout.run_dir(plan.run_id, Path(root)))],
+                       paths=[str(RunStore(plan.run_id, Path(root)).folder)],
                        extra={"metrics": {r["metric"]: r["value"] for r in rows}})
 
 

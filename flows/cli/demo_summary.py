@@ -6,7 +6,6 @@ manifest), never from values held in memory, so the screen shows exactly what SQ
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from rich.table import Table
 
 from storage import layout
 from storage.catalog import complete_dataset_versions
-from storage.parquet_io import read_table
+from storage.run_store import RunStore
 from tasks.metrics.stages import stage_counts
 from tasks.runs.execute import EFFICIENCY_METRICS
 from tasks.runs.stages import read_stages
@@ -45,21 +44,22 @@ def run_summary(run_id: str, root: Path | None = None) -> dict:
         "setup_s", "n_errors", "engine_dtype", "split_size"}`` read from the run's manifest and metrics part;
         ``setup_s`` is the longest shard set-up (engine start), paid once per shard, not per question.
     """
-    rdir = layout.run_dir(run_id, root)
-    man = json.loads((rdir / "manifest.json").read_text())
-    rows = read_table(rdir / "metrics", "metrics").to_pylist()
-    cfg = man["config"]
-    shards = man.get("shards", [])
-    n = man["row_counts"]["predictions"]
+    store = RunStore(run_id, root)
+    man = store.read_manifest()
+    if man is None:
+        raise LookupError(f"run {run_id} is not finished (no manifest)")
+    rows = store.read_table("metrics").to_pylist()
+    cfg = man.config
+    n = man.row_counts["predictions"]
     split = rows[0]["split"] if rows else cfg.get("split")
     return {
         "run_id": run_id, "method": cfg["method"], "dataset": cfg["dataset"], "split": split, "n": n,
         "metrics": {r["metric"]: (r["value"], r["n"]) for r in rows},
-        "wall_s": float(man.get("wall_s") or 0.0),
-        "llm_s": sum(float(s.get("llm_seconds") or 0.0) for s in shards),
-        "setup_s": max((float(s.get("setup_s") or 0.0) for s in shards), default=0.0),
-        "n_errors": int(man.get("n_errors") or 0),
-        "engine_dtype": next((s["engine_dtype"] for s in shards if s.get("engine_dtype")), None),
+        "wall_s": man.wall_s,
+        "llm_s": sum(s.llm_seconds for s in man.shards),
+        "setup_s": max((s.setup_s for s in man.shards), default=0.0),
+        "n_errors": man.n_errors,
+        "engine_dtype": next((s.engine_dtype for s in man.shards if s.engine_dtype), None),
         "split_size": _split_size(cfg["dataset"], split),
     }
 

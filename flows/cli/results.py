@@ -9,8 +9,7 @@ from flows.cli.env import start_prefect
 from flows.cli.errors import EXIT_OTHER
 from storage import layout
 from storage.catalog import connect, refresh_catalog
-from storage.done import is_done
-from storage.parquet_io import read_table
+from storage.run_store import RunStore
 
 
 def num(value: float | None) -> str:
@@ -20,7 +19,7 @@ def num(value: float | None) -> str:
 
 def print_metrics(run_id: str) -> None:
     """Print a finished run's stored metrics."""
-    rows = read_table(layout.run_dir(run_id) / "metrics", "metrics").to_pylist()
+    rows = RunStore(run_id).read_table("metrics").to_pylist()
     print(f"\nmetrics of {run_id}:")
     for r in rows:
         print(f"  {r['metric']:<24} {num(r['value']):>12}   (n={r['n']})")
@@ -91,7 +90,7 @@ def cmd_report(a: argparse.Namespace) -> int:
             else:
                 print(f"{name:<10} {res}")
         return EXIT_OTHER if failed else 0
-    if a.run and not is_done(layout.run_dir(a.run), layout.PLAN):  # checked before the catalog is opened:
+    if a.run and not RunStore(a.run).is_planned():  # checked before the catalog is opened:
         raise LookupError(f"unknown run {a.run!r}: no run folder under {layout.runs_root()}")  # it writes
     if a.stages:
         a.views = ["stage_summary"]

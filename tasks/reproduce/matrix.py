@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from storage import layout
-from storage.manifest import config_hash, read_manifest
-from storage.parquet_io import read_table, write_table
+from storage.manifest import config_hash
+from storage.parquet_io import write_table
+from storage.run_store import RunStore
 from tasks.llm.models import model_label
 from tasks.reproduce.conditions import Condition, Paper
 
@@ -27,14 +28,13 @@ def measured_rows(paper: Paper, condition: Condition, run_id: str, root: Path | 
     Raises:
         LookupError: The run is not finished (no manifest).
     """
-    rdir = layout.run_dir(run_id, root)
-    manifest = read_manifest(rdir)
+    store = RunStore(run_id, root)
+    manifest = store.read_manifest()
     if manifest is None:
         raise LookupError(f"run {run_id} is not finished: re-run `linkedqa reproduce {paper.id} --condition "
                           f"{condition.id}` to resume it")
-    stored = {r["metric"]: r for r in read_table(rdir / "metrics", "metrics").to_pylist()}
-    cfg = manifest.get("config") or {}
-    (run_row,) = read_table(rdir / "runs", "runs").to_pylist()
+    stored = {r["metric"]: r for r in store.read_table("metrics").to_pylist()}
+    (run_row,) = store.read_table("runs").to_pylist()
     model = None if run_row["model"] is None else model_label(str(run_row["model"]))  # None: the run asked no LLM
     recorded = _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")  # orders two invocations a second apart
     rows = []
@@ -49,8 +49,8 @@ def measured_rows(paper: Paper, condition: Condition, run_id: str, root: Path | 
             "measured": measured,
             "difference": None if measured is None or paper_value is None else measured - paper_value,
             "n": None if m is None else m["n"], "model": model, "backend": run_row["backend"],
-            "run_id": run_id, "kb_version": manifest.get("kb_version"), "question_limit": cfg.get("limit"),
-            "git_sha": manifest.get("git_sha"), "recorded_at": recorded,
+            "run_id": run_id, "kb_version": manifest.kb_version, "question_limit": manifest.config.get("limit"),
+            "git_sha": manifest.git_sha, "recorded_at": recorded,
         })
     return rows
 

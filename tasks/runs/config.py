@@ -1,6 +1,6 @@
 """Run configuration and plan: resolved inputs, the deterministic run id and the shard layout.
 
-Inputs: CLI/flow parameters. Outputs: ``RunPlan`` (frozen) persisted as ``runs/<run_id>/plan.json``. The run id
+Inputs: CLI/flow parameters. Outputs: ``RunPlan`` (``storage.run_store``, frozen) persisted as ``plan.json``. The run id
 is ``<method>-<dataset>-<split>-<hash8>`` over everything that changes predictions (method settings with
 defaults, dataset version, KB version, backend, model, sampling, prompt templates, limit), so the same
 command resumes/reuses a run and a different config never overwrites one.
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from storage import layout
 from storage.catalog import complete_kb_versions, latest_kb_version
-from storage.done import read_done
 from storage.layout import INDEX_FORMAT
-from storage.manifest import config_hash, read_manifest
+from storage.manifest import config_hash
+from storage.run_store import RunConfig as RunConfig  # re-exported: the run machinery's vocabulary
+from storage.run_store import RunPlan as RunPlan
+from storage.run_store import RunStore
 
 #: Part of every run id. Bump when a change alters what a run computes without changing its settings, prompts,
 #: KB version or index format, so a finished run of the old code is not taken for one of the new.
@@ -36,37 +36,6 @@ from storage.manifest import config_hash, read_manifest
 RUN_FORMAT = 6
 
 
-class RunConfig(BaseModel):
-    """What the user asked for (``linkedqa run METHOD ...``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    method: str
-    dataset: str
-    split: str | None = None
-    limit: int | None = None
-    shards: int = Field(default=1, ge=1, le=10_000)
-    backend: str = "vllm"
-    model: str = "embedded"
-    kb: str | None = None
-    settings: dict[str, str] = Field(default_factory=dict)
-    max_model_len: int = 4096
-    base_url: str | None = None
-    cache: bool = True
-    timeout_s: float | None = Field(default=None, gt=0)
-    max_retries: int | None = Field(default=None, ge=0)
-    api_key_block: str | None = None
-    #: ``--backend openai``: the server's profile (``tasks.llm.api``): ``auto`` (ask the server), ``vllm`` or
-    #: ``openai``; a planned run holds the resolved profile. None with the in-process vLLM engine.
-    api: str | None = Field(default=None, pattern="^(auto|vllm|openai)$")
-    #: ``--backend openai``: requests in flight at once (None: ``EngineConfig.max_concurrency``).
-    concurrency: int | None = Field(default=None, ge=1)
-    dtype: str | None = None  # engine dtype; None = auto (tasks.llm.env.resolve_dtype)
-    #: How a shard's items share the engine: ``continuous`` (an item's next call is submitted as soon as its
-    #: previous one returns; tasks.methods.runtime.run_agents_continuous) or ``lockstep`` (one batch per step).
-    scheduler: str = Field(default="continuous", pattern="^(continuous|lockstep)$")
-
-
 # Fields that say how to reach the engine, not what is computed: not part of the run id, and taken from the
 # current invocation when a stored plan is resumed (the endpoint may have moved, a timeout may need raising).
 # The scheduler changes when requests reach the engine, not what they ask (greedy predictions are equal in
@@ -76,30 +45,6 @@ class RunConfig(BaseModel):
 # dtype than the finished shards' is refused (``tasks.runs.execute.check_engine_dtype``).
 OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries", "api_key_block", "dtype", "scheduler",
                       "concurrency")
-
-
-class RunPlan(BaseModel):
-    """A resolved run."""
-
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    config: RunConfig
-    method_settings: dict
-    dataset_version: str
-    split: str
-    kb_version: str | None
-    question_ids: list[str]
-    shard_bounds: list[tuple[int, int]]
-    prompt_hashes: dict[str, str]
-    #: ``--backend openai``: what the server's API profile does to the method's requests
-    #: (``tasks.llm.api.applied_api``); part of the run id. None with the in-process engine.
-    api_applied: dict | None = None
-
-    @property
-    def n_shards(self) -> int:
-        """Number of shards."""
-        return len(self.shard_bounds)
 
 
 def resolve_kb(kb: str | None, root: Path | None = None) -> str | None:
@@ -153,14 +98,10 @@ def make_run_id(cfg: RunConfig, method_settings: dict, dataset_version: str, spl
 
 
 def load_plan(run_id: str, root: Path | None = None) -> RunPlan:
-    """Read ``runs/<run_id>/plan.json``."""
-    rdir = layout.run_dir(run_id, root)
-    stored = read_done(rdir, layout.PLAN)
-    if stored is None:
-        raise LookupError(f"unknown run {run_id!r}: {rdir / layout.PLAN} not found")
-    return RunPlan.model_validate(stored)
+    """Read ``runs/<run_id>/plan.json`` (``storage.run_store.RunStore.load_plan``)."""
+    return RunStore(run_id, root).load_plan()
 
 
 def run_is_complete(run_id: str, root: Path | None = None) -> bool:
-    """Whether the run has its manifest."""
-    return read_manifest(layout.run_dir(run_id, root)) is not None
+    """Whether the run is done (its manifest exists)."""
+    return RunStore(run_id, root).is_done()

@@ -1,13 +1,7 @@
 """Plan, execute one shard, and finalize a run (Prefect-free; the flow only sequences these).
 
-Layout of a run folder (``runs/<run_id>/``)::
-
-    plan.json                              resolved plan (written first)
-    shards/shard-00003.json                per-shard stats (written before the part)
-    predictions/part-00003-of-00008.parquet  one part per shard: its existence marks the shard done
-    metrics/part-00000-of-00001.parquet    summary + efficiency metrics (computed from stored predictions)
-    runs/part-00000-of-00001.parquet       the run's row of the ``runs`` table
-    manifest.json                          written last: the run is complete
+The run folder, its records and its done rules are ``storage.run_store.RunStore``'s: this module computes and
+hands it typed records (``RunPlan``, ``ShardRecord``, ``RunManifest``) and rows.
 
 A SIGKILL at any point leaves either a finished part or none for each shard; re-running the same command
 skips finished shards and replays cached LLM calls for the rest, so no question id is lost or duplicated.
@@ -27,9 +21,9 @@ from typing import Any
 import pyarrow.compute as pc
 
 from storage import layout
-from storage.done import is_done, mark_done, read_done, read_json
-from storage.manifest import git_sha, now_iso, read_manifest, write_json_atomic, write_manifest
-from storage.parquet_io import part_files, read_table, remove_temp_files, write_table
+from storage.manifest import git_sha, now_iso, read_manifest
+from storage.parquet_io import read_table, write_table
+from storage.run_store import RunManifest, RunStore, ShardRecord
 from storage.schemas import PREDICTIONS
 from storage.side_files import write_side_outputs
 from tasks.datasets.store import latest_dataset_folder, store_dataset
@@ -109,38 +103,21 @@ def plan_run(cfg: RunConfig, root: Path | None = None, data_root: Path | None = 
                    split=split, kb_version=kb_version, question_ids=ids,
                    shard_bounds=contiguous_shards(len(ids), cfg.shards), prompt_hashes=hashes,
                    api_applied=api_applied)
-    rdir = layout.run_dir(run_id, root)
-    stored = read_done(rdir, layout.PLAN)
-    if stored is not None:
-        old = RunPlan.model_validate(stored)
+    store = RunStore(run_id, root)
+    old = store.read_plan()
+    if old is not None:
         if old.question_ids != plan.question_ids:
-            raise RuntimeError(f"run {run_id}: stored plan has different questions; remove {rdir} to restart")
+            raise RuntimeError(f"run {run_id}: stored plan has different questions; remove {store.folder} to "
+                               "restart")
         current = {k: getattr(cfg, k) for k in OPERATIONAL_FIELDS}
         return old.model_copy(update={"config": old.config.model_copy(update=current)})
-    mark_done(rdir, json.loads(plan.model_dump_json()), layout.PLAN)
+    store.write_plan(plan)
     return plan
 
 
-def shard_part(plan: RunPlan, i: int, root: Path | None = None) -> Path:
-    """Predictions part of shard ``i`` (``storage.layout.run_shard_part``)."""
-    return layout.run_shard_part(plan.run_id, i, plan.n_shards, root)
-
-
-def shard_record(plan: RunPlan, i: int, root: Path | None = None) -> Path:
-    """Stats record of shard ``i``, written before its part (``storage.layout.run_shard_record``)."""
-    return layout.run_shard_record(plan.run_id, i, root)
-
-
-def shard_done(plan: RunPlan, i: int, root: Path | None = None) -> dict | None:
-    """Shard ``i``'s record when the shard is finished, else ``None``.
-
-    A shard writes its record, then its predictions part, atomically and last: the part is the shard's marker
-    (``storage.done.is_done``). A finished shard whose record is missing reads as ``{}``.
-    """
-    part = shard_part(plan, i, root)
-    if not is_done(part.parent, part.name):
-        return None
-    return read_json(shard_record(plan, i, root)) or {}
+def shard_done(plan: RunPlan, i: int, root: Path | None = None) -> ShardRecord | None:
+    """Shard ``i``'s record when the shard is done, else None (``storage.run_store.RunStore.shard_done``)."""
+    return RunStore(plan.run_id, root).shard_done(i, plan.n_shards)
 
 
 def plan_questions(plan: RunPlan, root: Path | None = None, start: int = 0, end: int | None = None) -> list[dict]:
@@ -171,10 +148,10 @@ def check_engine_dtype(plan: RunPlan, dtype: str | None, root: Path | None = Non
     """
     if dtype is None or dtype == "auto":
         return
-    rdir = layout.run_dir(plan.run_id, root)
     seen: dict[str, list[int]] = {}
     for i in range(plan.n_shards):
-        done = (shard_done(plan, i, root) or {}).get("engine_dtype")
+        record = shard_done(plan, i, root)
+        done = record.engine_dtype if record is not None else None
         if done and done not in (dtype, "auto"):
             seen.setdefault(done, []).append(i)
     if seen:
@@ -183,12 +160,13 @@ def check_engine_dtype(plan: RunPlan, dtype: str | None, root: Path | None = Non
         raise MixedDtypeError(
             f"run {plan.run_id}: finished shards ran with engine dtype {old}, this engine runs {dtype}; "
             f"bfloat16 and float32 sample different answers, so one run must not hold both. Resume with "
-            f"--dtype {next(iter(sorted(seen)))} to finish it in the same dtype, or remove {rdir} to run it again "
+            f"--dtype {next(iter(sorted(seen)))} to finish it in the same dtype, or remove "
+            f"{RunStore(plan.run_id, root).folder} to run it again "
             f"in {dtype}")
 
 
 def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None, data_root: Path | None = None,
-                  log: Log = print) -> dict:
+                  log: Log = print) -> ShardRecord:
     """Run one shard of a method and write its predictions part (skip when the part exists).
 
     ``plan`` may be the persisted plan or the run already resolved (:func:`tasks.runs.resolve.resolve_run`). The
@@ -196,13 +174,14 @@ def execute_shard(plan: RunPlan | ResolvedRun, i: int, root: Path | None = None,
     :func:`write_shard`.
 
     Returns:
-        The shard record (rows, errors, timings, LLM and tool statistics), with ``skipped``.
+        The shard record (rows, errors, timings, LLM and tool statistics); ``skipped`` when an earlier attempt
+        had finished the shard.
     """
     run = resolve_run(plan, root)
     if (record := shard_done(run.plan, i, run.root)) is not None:
-        return {**record, "skipped": True}
+        return record.model_copy(update={"skipped": True})
     ran = run_shard(run, i)
-    return {**write_shard(run, ran, score_shard(run, ran), log), "skipped": False}
+    return write_shard(run, ran, score_shard(run, ran), log)
 
 
 @dataclass
@@ -233,7 +212,7 @@ def run_shard(run: ResolvedRun, i: int) -> ShardRun:
     tools = method.build_tools(ctx)
     if checks_enabled():
         tools = checked_tools(tools)
-    write_side_outputs(run.run_dir, ctx.side_outputs)
+    write_side_outputs(run.store.folder, ctx.side_outputs)
     backend = get_backend(plan.config, root) if run.method.uses_llm else None
     check_engine_dtype(plan, getattr(backend, "dtype", None), root)
     setup_s = time.perf_counter() - t0
@@ -273,41 +252,40 @@ def score_shard(run: ResolvedRun, ran: ShardRun) -> list[dict]:
     return rows
 
 
-def write_shard(run: ResolvedRun, ran: ShardRun, rows: list[dict], log: Log = print) -> dict:
+def write_shard(run: ResolvedRun, ran: ShardRun, rows: list[dict], log: Log = print) -> ShardRecord:
     """Write the shard's side outputs, its record and, last, its predictions part (each atomically); the record."""
     plan, i, stats = run.plan, ran.shard, ran.stats
-    write_side_outputs(run.run_dir, ran.side_outputs)
-    rec = {
-        "shard": i,
-        "rows": len(rows),
-        "errors": sum(1 for r in rows if r["error"]),
-        "setup_s": round(ran.setup_s, 3),
-        "wall_s": round(time.perf_counter() - ran.t0, 3),
-        "llm_seconds": round(stats.llm_seconds, 3),
-        "tool_seconds": round(stats.tool_seconds, 3),
-        "non_llm_seconds": round(stats.non_llm_seconds, 3),
-        "steps": stats.steps,
-        "llm_batches": stats.llm_batches,
-        "llm_requests": stats.llm_requests,
-        "cached_calls": sum(
+    write_side_outputs(run.store.folder, ran.side_outputs)
+    rec = ShardRecord(
+        shard=i,
+        rows=len(rows),
+        errors=sum(1 for r in rows if r["error"]),
+        setup_s=round(ran.setup_s, 3),
+        wall_s=round(time.perf_counter() - ran.t0, 3),
+        llm_seconds=round(stats.llm_seconds, 3),
+        tool_seconds=round(stats.tool_seconds, 3),
+        non_llm_seconds=round(stats.non_llm_seconds, 3),
+        steps=stats.steps,
+        llm_batches=stats.llm_batches,
+        llm_requests=stats.llm_requests,
+        cached_calls=sum(
             1 for r in rows for t in json.loads(r["trajectory"]) if t.get("kind") == "llm" and t.get("cached")
         ),
-        "peak_rss_mb": round(peak_rss_mb(), 1),
-        "engine_dtype": ran.engine_dtype,
-        "scheduler": plan.config.scheduler if run.method.uses_llm else None,
-        "pid": os.getpid(),
-        "finished_at": now_iso(),
-    }
-    write_json_atomic(shard_record(plan, i, run.root), rec)
-    write_table(rows, "predictions", shard_part(plan, i, run.root))
-    log(f"  shard {i + 1}/{plan.n_shards} done: {len(rows)} rows, {rec['errors']} error(s), {rec['wall_s']:.1f}s "
-        f"({rec['llm_batches']} LLM batch(es), {rec['llm_seconds']:.1f}s in the LLM)")
+        peak_rss_mb=round(peak_rss_mb(), 1),
+        engine_dtype=ran.engine_dtype,
+        scheduler=plan.config.scheduler if run.method.uses_llm else None,
+        pid=os.getpid(),
+        finished_at=now_iso(),
+    )
+    run.store.write_shard(i, plan.n_shards, rec, rows)
+    log(f"  shard {i + 1}/{plan.n_shards} done: {len(rows)} rows, {rec.errors} error(s), {rec.wall_s:.1f}s "
+        f"({rec.llm_batches} LLM batch(es), {rec.llm_seconds:.1f}s in the LLM)")
     return rec
 
 
 def read_predictions(run_id: str, root: Path | None = None):
     """All prediction parts of a run as one Arrow table."""
-    return read_table(layout.run_dir(run_id, root) / "predictions", "predictions")
+    return RunStore(run_id, root).read_table("predictions")
 
 
 def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, root: Path | None = None,
@@ -324,8 +302,8 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
         RuntimeError: Missing shards, duplicated or missing question ids.
     """
     run = resolve_run(plan, root)
-    plan, root, rdir = run.plan, run.root, run.run_dir
-    records = [shard_done(plan, i, root) for i in range(plan.n_shards)]
+    plan, root, store = run.plan, run.root, run.store
+    records = [store.shard_done(i, plan.n_shards) for i in range(plan.n_shards)]
     missing = [str(i) for i, rec in enumerate(records) if rec is None]
     if missing:
         raise RuntimeError(f"run {plan.run_id}: {plan.n_shards - len(missing)} of {plan.n_shards} shards finished "
@@ -336,13 +314,13 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
         raise RuntimeError(f"run {plan.run_id}: duplicated question ids in predictions")
     if sorted(ids) != sorted(plan.question_ids):
         raise RuntimeError(f"run {plan.run_id}: predictions do not cover exactly the planned questions")
-    stale = remove_temp_files(rdir)  # every shard is done: any temp file is a killed writer's
+    stale = store.remove_temp_files()  # every shard is done: any temp file is a killed writer's
     if stale:
         log(f"removed {len(stale)} temp file(s) left by killed writers: {', '.join(p.name for p in stale)}")
     questions = plan_questions(plan, root)
-    shard_recs = [rec for rec in records if rec]  # shard order; a finished shard without its record adds nothing
+    shard_recs = [rec for rec in records if rec is not None]  # shard order
     # a resumed run also spent the wall time of the shards finished by earlier attempts
-    wall_s += sum(r.get("wall_s", 0.0) for r in shard_recs if r.get("finished_at", "") < started_at)
+    wall_s += sum(r.wall_s for r in shard_recs if r.finished_at < started_at)
     summary, stage_rows = scored(run, preds.to_pylist(), questions)
     write_stages(run, stage_rows)
     summary += efficiency_metrics(preds, shard_recs, wall_s, run)
@@ -351,10 +329,10 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
          "metric": m["metric"], "value": m["value"], "n": m["n"]}
         for m in summary
     ]
-    write_table(metric_rows, "metrics", rdir / "metrics" / layout.part_name(0, 1))
+    store.write_table("metrics", metric_rows)
     n_err = sum(1 for e in preds["error"].to_pylist() if e)
     cfg = plan.config
-    write_table([{
+    store.write_table("runs", [{
         "run_id": plan.run_id, "method": cfg.method, "dataset": cfg.dataset, "split": plan.split,
         "kb_version": plan.kb_version, "backend": cfg.backend if run.method.uses_llm else None,
         "model": cfg.model if run.method.uses_llm else None,
@@ -362,23 +340,23 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
                               "settings": plan.method_settings}, sort_keys=True),
         "n_questions": len(ids), "n_shards": plan.n_shards, "n_errors": n_err,
         "git_sha": git_sha(), "started_at": started_at, "finished_at": now_iso(), "wall_s": round(wall_s, 3),
-    }], "runs", rdir / "runs" / layout.part_name(0, 1))
-    write_manifest(rdir, {
-        "kind": "run",
-        "run_id": plan.run_id,
-        "config": cfg.model_dump(mode="json", exclude={"base_url"}),
-        "method_settings": plan.method_settings,
-        "dataset_version": plan.dataset_version,
-        "kb_version": plan.kb_version,
-        "prompt_hashes": plan.prompt_hashes,
-        "row_counts": {"predictions": len(ids), "metrics": len(metric_rows)},
-        "n_errors": n_err,
-        "shards": shard_recs,
-        "started_at": started_at,
-        "wall_s": round(wall_s, 3),
-        "metrics_format": METRICS_FORMAT,
-        "schema": {"predictions": [f.name for f in PREDICTIONS]},
-    })
+    }])
+    store.write_manifest(RunManifest(
+        kind="run",
+        run_id=plan.run_id,
+        config=cfg.model_dump(mode="json", exclude={"base_url"}),
+        method_settings=plan.method_settings,
+        dataset_version=plan.dataset_version,
+        kb_version=plan.kb_version,
+        prompt_hashes=plan.prompt_hashes,
+        row_counts={"predictions": len(ids), "metrics": len(metric_rows)},
+        n_errors=n_err,
+        shards=shard_recs,
+        started_at=started_at,
+        wall_s=round(wall_s, 3),
+        metrics_format=METRICS_FORMAT,
+        table_schema={"predictions": [f.name for f in PREDICTIONS]},
+    ))
     return metric_rows
 
 
@@ -388,14 +366,14 @@ EFFICIENCY_METRICS = frozenset({"wall_s", "llm_calls", "prompt_tokens", "complet
                                 "index_disk_mb", "prefix_cache_share"})
 
 
-def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, run: ResolvedRun) -> list[dict]:
+def efficiency_metrics(preds, shard_recs: list[ShardRecord], wall_s: float, run: ResolvedRun) -> list[dict]:
     """Efficiency accounting stored as metric rows (wall time, calls, tokens, memory, index size)."""
     n = preds.num_rows
     calls = int(pc.sum(preds["llm_calls"]).as_py() or 0)
     pt = int(pc.sum(preds["prompt_tokens"]).as_py() or 0)
     ct = int(pc.sum(preds["completion_tokens"]).as_py() or 0)
     n_err = sum(1 for e in preds["error"].to_pylist() if e)
-    rss = max([r.get("peak_rss_mb", 0.0) for r in shard_recs] + [peak_rss_mb()])
+    rss = max([r.peak_rss_mb for r in shard_recs] + [peak_rss_mb()])
     out = [
         {"metric": "wall_s", "value": float(wall_s), "n": n},
         {"metric": "llm_calls", "value": float(calls), "n": n},
@@ -404,12 +382,10 @@ def efficiency_metrics(preds, shard_recs: list[dict], wall_s: float, run: Resolv
         {"metric": "tokens_per_item", "value": (pt + ct) / n if n else 0.0, "n": n},
         {"metric": "peak_rss_mb", "value": float(rss), "n": n},
         {"metric": "error_count", "value": float(n_err), "n": n},
-        {"metric": "llm_seconds", "value": float(sum(r.get("llm_seconds", 0.0) for r in shard_recs)), "n": n},
-        {"metric": "non_llm_seconds", "value": float(sum(r.get("non_llm_seconds", 0.0) for r in shard_recs)),
-         "n": n},
+        {"metric": "llm_seconds", "value": float(sum(r.llm_seconds for r in shard_recs)), "n": n},
+        {"metric": "non_llm_seconds", "value": float(sum(r.non_llm_seconds for r in shard_recs)), "n": n},
     ]
-    out.append({"metric": "retrieval_s", "value": float(sum(r.get("tool_seconds", 0.0) for r in shard_recs)),
-                "n": n})
+    out.append({"metric": "retrieval_s", "value": float(sum(r.tool_seconds for r in shard_recs)), "n": n})
     share = prefix_cache_share(preds["trajectory"].to_pylist())
     if share is not None:
         out.append({"metric": "prefix_cache_share", "value": share, "n": n})
@@ -442,11 +418,6 @@ def disk_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
 
 
-def stored_metrics_format(manifest: dict) -> int:
-    """The metric-rules version a finished run's stored values were computed with (1 before it was recorded)."""
-    return int(manifest.get("metrics_format", 1))
-
-
 def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict], list[dict]]:
     """``linkedqa eval``: recompute summary metrics from stored predictions; return (recomputed, stored).
 
@@ -462,12 +433,12 @@ def _recompute(run: ResolvedRun) -> tuple[list[dict], list[dict], list[dict]]:
     """(recomputed summary metrics, recomputed stage rows, stored metrics) of a finished run."""
     preds = read_predictions(run.run_id, run.root).to_pylist()
     recomputed, stage_rows = scored(run, preds, plan_questions(run.plan, run.root))
-    return recomputed, stage_rows, read_table(run.run_dir / "metrics", "metrics").to_pylist()
+    return recomputed, stage_rows, run.store.read_table("metrics").to_pylist()
 
 
-def _finished_run(run_id: str, root: Path | None) -> tuple[ResolvedRun, dict]:
+def _finished_run(run_id: str, root: Path | None) -> tuple[ResolvedRun, RunManifest]:
     run = resolve_run(run_id, root)
-    manifest = read_manifest(run.run_dir)
+    manifest = run.store.read_manifest()
     if manifest is None:
         raise RuntimeError(f"run {run_id} is unfinished (no manifest); re-run its command to resume it")
     return run, manifest
@@ -485,9 +456,9 @@ def rewrite_metrics(run_id: str, root: Path | None = None) -> dict:
         ``{"from": old version, "to": new version, "changed": {metric: (old, new)}}``.
     """
     run, manifest = _finished_run(run_id, root)
-    plan, rdir = run.plan, run.run_dir
+    plan, store = run.plan, run.store
     questions = plan_questions(plan, run.root)
-    for part in part_files(rdir / "predictions"):
+    for part in store.prediction_parts():
         rows = read_table(part, "predictions").to_pylist()
         scores = per_item_scores(run.family, rows, questions, run.extra_metrics)
         for r in rows:
@@ -500,11 +471,12 @@ def rewrite_metrics(run_id: str, root: Path | None = None) -> dict:
         "run_id": run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split}
     rows = [{**base, "metric": m["metric"], "value": m["value"], "n": m["n"]} for m in recomputed]
     rows += [r for r in stored if r["metric"] in EFFICIENCY_METRICS]
-    write_table(rows, "metrics", rdir / "metrics" / layout.part_name(0, 1))
-    before = stored_metrics_format(manifest)
-    history = [*manifest.get("metrics_history", []), {"metrics_format": before, "replaced_at": now_iso()}]
-    write_manifest(rdir, {**manifest, "metrics_format": METRICS_FORMAT, "metrics_history": history,
-                          "row_counts": {**manifest.get("row_counts", {}), "metrics": len(rows)}})
+    store.write_table("metrics", rows)
+    before = manifest.metrics_format
+    history = [*manifest.metrics_history, {"metrics_format": before, "replaced_at": now_iso()}]
+    store.write_manifest(manifest.model_copy(update={
+        "metrics_format": METRICS_FORMAT, "metrics_history": history,
+        "row_counts": {**manifest.row_counts, "metrics": len(rows)}}))
     new = {r["metric"]: r["value"] for r in rows}
     changed = {m: (old.get(m), v) for m, v in new.items() if old.get(m) is None or v is None
                or abs(old[m] - v) > 1e-12}
@@ -531,7 +503,7 @@ def compare_run_metrics(run_id: str, root: Path | None = None) -> dict:
     """
     layout.safe_name(run_id, "run id")
     run, manifest = _finished_run(run_id, root)
-    fmt = stored_metrics_format(manifest)
+    fmt = manifest.metrics_format
     recomputed, stage_rows, stored = _recompute(run)
     stored_by = {r["metric"]: r["value"] for r in stored}
     rows = []

@@ -1,6 +1,6 @@
 """A run plan resolved once: the method class, its parsed settings, the dataset's task kind, the metric family.
 
-``RunPlan`` (``tasks.runs.config``) is what is persisted (strings and numbers, ``plan.json``).
+``RunPlan`` (``storage.run_store``) is what is persisted (strings and numbers, ``plan.json``).
 ``ResolvedRun`` is what the run machinery works with: :func:`resolve_run` looks the method up in the registry,
 parses the stored settings, reads the dataset's task kind and picks the metric family exactly once, and
 execution (``execute_shard``), finalisation (``finalize_run``), recomputation (``recompute_metrics``,
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import layout
+from storage.run_store import RunStore
 from tasks.datasets.registry import dataset_task
 from tasks.methods.base import Method, MethodContext
 from tasks.methods.registry import get_method
@@ -52,14 +53,14 @@ class ResolvedRun:
         return self.plan.kb_version
 
     @property
-    def run_dir(self) -> Path:
-        """``runs/<run_id>/`` under the run's home."""
-        return layout.run_dir(self.plan.run_id, self.root)
+    def store(self) -> RunStore:
+        """The run's folder (``runs/<run_id>/`` under the run's home)."""
+        return RunStore(self.plan.run_id, self.root)
 
     def context(self, with_run_dir: bool = True) -> MethodContext:
         """The ``MethodContext`` the method's tools and agent are built with."""
         return MethodContext(kb_version=self.plan.kb_version, root=self.root,
-                             run_dir=self.run_dir if with_run_dir else None,
+                             run_dir=self.store.folder if with_run_dir else None,
                              dataset=self.plan.config.dataset, task=self.task, split=self.plan.split)
 
     def index_paths(self) -> list[Path] | None:

@@ -26,8 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from storage import layout
-from storage.parquet_io import read_table, write_table
+from storage.run_store import RunStore
 from tasks.metrics.runs import summary_metrics
 from tasks.metrics.stages import (
     STAGE_FAMILIES,
@@ -166,14 +165,14 @@ def write_stages(run: ResolvedRun, rows: Sequence[Mapping[str, Any]]) -> int:
     """Write a run's ``stages`` table (one part, atomically, replacing an older one); its row count."""
     if not rows:
         return 0
-    write_table(list(rows), "stages", layout.run_dir(run.run_id, run.root) / "stages" / layout.part_name(0, 1))
+    run.store.write_table("stages", list(rows))
     return len(rows)
 
 
 def read_stages(run_id: str, root: Path | None = None) -> list[dict[str, Any]]:
     """A run's stored stage rows (empty when it has none)."""
-    folder = layout.run_dir(run_id, root) / "stages"
-    return read_table(folder, "stages").to_pylist() if folder.is_dir() else []
+    store = RunStore(run_id, root)
+    return store.read_table("stages").to_pylist() if store.has_table("stages") else []
 
 
 def stages_status(run: ResolvedRun, recomputed: Sequence[Mapping[str, Any]]) -> str:

@@ -98,9 +98,9 @@ def install(point: str) -> None:
 
         merge.write_manifest = lambda *a, **k: die()
     elif kind in ("shard-written", "metrics-written"):
-        import tasks.runs.execute as ex
+        import storage.run_store as store  # every write of a run's tables
 
-        real_write = ex.write_table
+        real_write = store.write_table
         want = "predictions" if kind == "shard-written" else "metrics"
 
         def write(data, table, path):
@@ -109,12 +109,12 @@ def install(point: str) -> None:
                 die()
             return n
 
-        ex.write_table = write
+        store.write_table = write
     elif kind == "shard-torn":
-        import tasks.runs.execute as ex
+        import storage.run_store as store
         from storage import parquet_io
 
-        real_write = ex.write_table
+        real_write = store.write_table
 
         def torn(data, table, path):
             if table == "predictions" and _count_reached(int(arg or 1)):
@@ -124,7 +124,7 @@ def install(point: str) -> None:
                 die()
             return real_write(data, table, path)
 
-        ex.write_table = torn
+        store.write_table = torn
     elif kind == "finalize":
         import tasks.run_tasks as rt
 

@@ -11,8 +11,9 @@ import json
 import pytest
 
 from storage import layout
+from storage.run_store import RunStore
 from tasks.runs.config import RunConfig, RunPlan, contiguous_shards
-from tasks.runs.execute import MixedDtypeError, check_engine_dtype, shard_part
+from tasks.runs.execute import MixedDtypeError, check_engine_dtype
 
 
 def _plan(n_shards: int) -> RunPlan:
@@ -24,11 +25,11 @@ def _plan(n_shards: int) -> RunPlan:
 
 
 def _finish(plan: RunPlan, i: int, dtype: str | None, root, with_part: bool = True) -> None:
-    rec = layout.run_dir(plan.run_id, root) / "shards" / f"shard-{i:05d}.json"
+    rec = RunStore(plan.run_id, root).shard_record_path(i)
     rec.parent.mkdir(parents=True, exist_ok=True)
     rec.write_text(json.dumps({"shard": i, "engine_dtype": dtype}))
     if with_part:
-        part = shard_part(plan, i, root)
+        part = RunStore(plan.run_id, root).shard_part(i, plan.n_shards)
         part.parent.mkdir(parents=True, exist_ok=True)
         part.write_bytes(b"PAR1")
 

@@ -35,8 +35,8 @@ from pydantic import ValidationError
 from typing_extensions import TypedDict
 
 from storage import layout
-from storage.manifest import read_manifest
-from storage.parquet_io import part_files, read_table
+from storage.parquet_io import part_files
+from storage.run_store import RunStore
 from tasks.llm.types import ChatRequest, SamplingConfig
 from tasks.methods.base import Method, MethodContext, MethodSettings, UnknownSetting
 from tasks.methods.kgqa.agents import closed_book_kg_agent
@@ -548,12 +548,12 @@ def linked_entities(run_id: str, root: Path, dataset: str) -> dict[str, list[str
     Raises:
         LookupError: Unknown or unfinished run, or a run on another dataset.
     """
-    rdir = layout.run_dir(run_id, root)
-    manifest = read_manifest(rdir)
+    store = RunStore(run_id, root)
+    manifest = store.read_manifest()
     if manifest is None:
         raise LookupError(f"--set entities=run:{run_id}: no finished run with that id under {root / 'runs'}")
-    if manifest["config"]["dataset"] != dataset:
-        raise LookupError(f"--set entities=run:{run_id}: that run is on dataset {manifest['config']['dataset']!r}, "
+    if manifest.config["dataset"] != dataset:
+        raise LookupError(f"--set entities=run:{run_id}: that run is on dataset {manifest.config['dataset']!r}, "
                           f"not {dataset!r}")
-    preds = read_table(rdir / "predictions", "predictions", ["question_id", "predicted_entities"]).to_pylist()
+    preds = store.read_table("predictions", ["question_id", "predicted_entities"]).to_pylist()
     return {p["question_id"]: list(p["predicted_entities"] or []) for p in preds}
