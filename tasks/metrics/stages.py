@@ -53,17 +53,6 @@ STAGES: dict[str, tuple[str, ...]] = {
     "alignment": ("gold_not_candidate", "not_picked", "correct"),
     "kgqa": ("topic_not_grounded", "answer_not_reachable", "not_answered", "answer_unlinked", "correct"),
 }
-#: Metric family (``tasks.metrics.runs.FAMILIES``) -> its stage family and the per-item headline score that says
-#: ``correct``.
-STAGE_FAMILIES: dict[str, tuple[str, str]] = {
-    "linking": ("linking", "accuracy"),
-    "search": ("linking", "recall@50"),
-    "qa": ("textqa", "em"),
-    "strategyqa": ("textqa", "strategyqa_acc"),
-    "alignment": ("alignment", "hits@1"),
-    "qald": ("kgqa", "qald_macro_f1_mean"),
-    "tog": ("kgqa", "hit1_tog"),
-}
 #: Stage family -> the first stage an item reaches with what it needed retrieved: the share of items at or past it
 #: is the score a perfect choice among the retrieved candidates, documents or facts would reach (``oracle_*``).
 ORACLE_FROM: dict[str, str] = {"linking": "not_chosen", "textqa": "not_answered", "alignment": "not_picked",
@@ -146,27 +135,6 @@ def alignment_stage(gold: Sequence[str], candidates: Sequence[str], chosen: Sequ
 def stage_counts(family: str, stages: Sequence[str]) -> dict[str, int]:
     """Items per stage of ``family``, in the family's order (every stage listed, 0 included)."""
     return {s: sum(1 for x in stages if x == s) for s in STAGES[family]}
-
-
-def oracle_metrics(metric_family: str, stages: Sequence[Stage]) -> list[dict[str, Any]]:
-    """``oracle_<headline>``: the share of items at or past their family's :data:`ORACLE_FROM` stage.
-
-    That is the headline score a perfect choice among what the method retrieved would reach (every item whose gold
-    was among its candidates, documents or facts counted correct), so ``oracle - headline`` is what the LLM lost and
-    ``1 - oracle`` what retrieval lost. None for a run without stages, for search-recall (it chooses nothing: its
-    headline is the oracle), or for a run whose items retrieved nothing (closed-book, StrategyQA).
-    """
-    rule = STAGE_FAMILIES.get(metric_family)
-    if rule is None or not stages or metric_family == "search":  # search-recall chooses nothing
-        return []
-    fam, headline = rule
-    if fam == "textqa" and not any("retrieved" in s.evidence for s in stages):
-        return []
-    if fam == "kgqa" and all(s.evidence.get("grounded") is None for s in stages):
-        return []
-    first = STAGES[fam].index(ORACLE_FROM[fam])
-    value = sum(1 for s in stages if s.rank >= first) / len(stages)
-    return [{"metric": f"oracle_{headline}", "value": value, "n": len(stages)}]
 
 
 def kgqa_stage(topic: Sequence[str], grounded: Sequence[str] | None, gold_ids: Sequence[str],

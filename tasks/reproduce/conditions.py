@@ -264,7 +264,8 @@ def check_condition(c: Condition) -> None:
         cls.check_task(str(c.dataset), task)
     except Exception as exc:  # noqa: BLE001 - any refusal is this condition's error
         raise ConditionError(f"condition {c.id}: {exc}") from exc
-    known = set(FAMILIES[cls.family_for(task)]) | set(cls(settings).extra_metrics(task) or []) | EFFICIENCY_METRICS
+    known = (set(FAMILIES[cls.family_for(task)].metrics) | set(cls(settings).extra_metrics(task) or [])
+             | EFFICIENCY_METRICS)
     unknown = [f.linkedqa for f in c.metrics() if f.linkedqa not in known]
     if unknown:
         raise ConditionError(f"condition {c.id}: {c.method} on {c.dataset} stores no metric {unknown}; it stores "

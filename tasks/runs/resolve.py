@@ -29,7 +29,7 @@ class ResolvedRun:
         method_cls: The registered method class.
         method: The method instantiated with the plan's settings.
         task: The dataset's task kind (``el``, ``qa``, ``yesno``, ``kgqa``, ``kgqa-open``, ``ea``).
-        family: The metric family scored on the run (``tasks.metrics.runs.FAMILIES`` key).
+        family: The metric family scored on the run (``tasks.metrics.families.FAMILIES`` key).
         extra_metrics: Metrics beyond the family's, fixed by the method (``Method.extra_metrics``).
         root: ``LINKEDQA_HOME`` of the run.
     """

@@ -27,16 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from storage.run_store import RunStore
+from tasks.metrics.families import MetricFamily, family
 from tasks.metrics.runs import summary_metrics
 from tasks.metrics.stages import (
-    STAGE_FAMILIES,
     STAGES_FORMAT,
     Stage,
     alignment_stage,
     kgqa_stage,
     linking_stage,
     norm,
-    oracle_metrics,
     textqa_stage,
 )
 from tasks.metrics.trajectory import read_notes
@@ -84,59 +83,79 @@ def item_stages(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
 
     Empty for a run whose metric family has no stage rule.
     """
-    rule = STAGE_FAMILIES.get(run.family)
-    if rule is None:
+    fam = family(run.family)
+    if fam.stage_family is None:
         return {}
-    fam, headline = rule
     qs = {q["question_id"]: q for q in questions}
-    hit = {p["question_id"]: dict(p.get("scores") or {}).get(headline) for p in preds}  # Arrow maps: pairs
+    hit = {p["question_id"]: dict(p.get("scores") or {}).get(fam.headline) for p in preds}  # Arrow maps: pairs
     scored = [p for p in preds if hit[p["question_id"]] is not None]
+    return _STAGE_RULES[fam.stage_family](run, fam, scored, qs, hit)
+
+
+Hits = dict[str, float | None]
+
+
+def _linking_stages(run: ResolvedRun, fam: MetricFamily, scored: list, qs: dict, hit: Hits) -> dict[str, Stage]:
+    named = named_qids(run.kb_version, run.root) if run.kb_version else set()
+    shown = {} if fam.STAGES_FROM_ANSWERS else _shown_by_search(run, scored)
     out: dict[str, Stage] = {}
-    if fam == "linking":
-        named = named_qids(run.kb_version, run.root) if run.kb_version else set()
-        search = run.family == "search"
-        shown = {} if search else _shown_by_search(run, scored)
-        for p in scored:
-            qid, q = p["question_id"], qs[p["question_id"]]
-            correct = hit[qid] == 1.0
-            if search:
-                gold = _gold_mentions(q)
-                seen: set[str] | None = {a.partition(":")[2] for a in p.get("answers") or []}
-            else:
-                gold, seen = list(q.get("gold_entities") or []), shown[qid]
-            out[qid] = linking_stage(gold, list(p.get("predicted_entities") or []), seen, named, correct)
-    elif fam == "textqa":
-        for p in scored:
-            q = qs[p["question_id"]]
-            retrieved, why = None, None
-            if run.family != "strategyqa":  # a yes/no answer is in no document: no retrieval stage
-                notes = read_notes(p.get("trajectory"))
-                retrieved, why = notes.retrieved_texts, notes.fallback
-                if retrieved is None and why is not None:  # ER found nothing to read
-                    retrieved = []
-            out[p["question_id"]] = textqa_stage(list(q.get("gold_answers") or []), retrieved,
-                                                 hit[p["question_id"]] == 1.0, why)
-    elif fam == "kgqa":
-        reached = _reached(run, scored)
-        qald = run.family == "qald"
-        for p in scored:
-            q, qid = qs[p["question_id"]], p["question_id"]
-            ids, texts = reached[qid] if reached is not None else (None, set())
-            grounded = None if reached is None else list(p.get("predicted_entities") or [])
-            gold_ids = list(q.get("gold_answer_qids") or [])
-            meta = json.loads(q.get("meta") or "{}")
-            computed = not gold_ids and (bool(meta.get("aggregation")) or meta.get("answer_type") == "boolean")
-            out[qid] = kgqa_stage(list(q.get("gold_entities") or []), grounded, gold_ids,
-                                  list(q.get("gold_answers") or []), ids, texts, p.get("answer") or "",
-                                  need_all=qald, linked=qald, correct=hit[qid] == 1.0, judge_reach=not computed,
-                                  blank_matches_all=not qald)
-    else:
-        for p in scored:
-            q = qs[p["question_id"]]
-            out[p["question_id"]] = alignment_stage(list(q.get("gold_entities") or []), list(p.get("answers") or []),
-                                                    list(p.get("predicted_entities") or []),
-                                                    hit[p["question_id"]] == 1.0)
+    for p in scored:
+        qid, q = p["question_id"], qs[p["question_id"]]
+        if fam.STAGES_FROM_ANSWERS:
+            gold = _gold_mentions(q)
+            seen: set[str] | None = {a.partition(":")[2] for a in p.get("answers") or []}
+        else:
+            gold, seen = list(q.get("gold_entities") or []), shown[qid]
+        out[qid] = linking_stage(gold, list(p.get("predicted_entities") or []), seen, named, hit[qid] == 1.0)
     return out
+
+
+def _textqa_stages(run: ResolvedRun, fam: MetricFamily, scored: list, qs: dict, hit: Hits) -> dict[str, Stage]:
+    out: dict[str, Stage] = {}
+    for p in scored:
+        q = qs[p["question_id"]]
+        retrieved, why = None, None
+        if fam.STAGES_JUDGE_RETRIEVAL:
+            notes = read_notes(p.get("trajectory"))
+            retrieved, why = notes.retrieved_texts, notes.fallback
+            if retrieved is None and why is not None:  # ER found nothing to read
+                retrieved = []
+        out[p["question_id"]] = textqa_stage(list(q.get("gold_answers") or []), retrieved,
+                                             hit[p["question_id"]] == 1.0, why)
+    return out
+
+
+def _kgqa_stages(run: ResolvedRun, fam: MetricFamily, scored: list, qs: dict, hit: Hits) -> dict[str, Stage]:
+    reached = _reached(run, scored)
+    exact = fam.STAGES_EXACT_SET
+    out: dict[str, Stage] = {}
+    for p in scored:
+        q, qid = qs[p["question_id"]], p["question_id"]
+        ids, texts = reached[qid] if reached is not None else (None, set())
+        grounded = None if reached is None else list(p.get("predicted_entities") or [])
+        gold_ids = list(q.get("gold_answer_qids") or [])
+        meta = json.loads(q.get("meta") or "{}")
+        computed = not gold_ids and (bool(meta.get("aggregation")) or meta.get("answer_type") == "boolean")
+        out[qid] = kgqa_stage(list(q.get("gold_entities") or []), grounded, gold_ids,
+                              list(q.get("gold_answers") or []), ids, texts, p.get("answer") or "",
+                              need_all=exact, linked=exact, correct=hit[qid] == 1.0, judge_reach=not computed,
+                              blank_matches_all=not exact)
+    return out
+
+
+def _alignment_stages(run: ResolvedRun, fam: MetricFamily, scored: list, qs: dict, hit: Hits) -> dict[str, Stage]:
+    out: dict[str, Stage] = {}
+    for p in scored:
+        q = qs[p["question_id"]]
+        out[p["question_id"]] = alignment_stage(list(q.get("gold_entities") or []), list(p.get("answers") or []),
+                                                list(p.get("predicted_entities") or []),
+                                                hit[p["question_id"]] == 1.0)
+    return out
+
+
+#: Stage family (``tasks.metrics.stages.STAGES``) -> how a run's scored items get their stages.
+_STAGE_RULES = {"linking": _linking_stages, "textqa": _textqa_stages, "kgqa": _kgqa_stages,
+                "alignment": _alignment_stages}
 
 
 def stage_rows(run: ResolvedRun, stages: Mapping[str, Stage]) -> list[dict[str, Any]]:
@@ -157,7 +176,7 @@ def scored(run: ResolvedRun, preds: Sequence[Mapping[str, Any]],
     """
     summary = summary_metrics(run.family, preds, questions, run.extra_metrics)
     stages = item_stages(run, preds, questions)
-    summary += oracle_metrics(run.family, list(stages.values()))
+    summary += family(run.family).oracle_metrics(list(stages.values()))
     return summary, stage_rows(run, stages)
 
 
@@ -180,7 +199,7 @@ def stages_status(run: ResolvedRun, recomputed: Sequence[Mapping[str, Any]]) -> 
 
     ``current`` (equal), ``missing``, ``stale`` (other rules or stages) or ``none`` (no stage rule for its family).
     """
-    if run.family not in STAGE_FAMILIES:
+    if family(run.family).stage_family is None:
         return "none"
     stored = read_stages(run.run_id, run.root)
     if not stored:

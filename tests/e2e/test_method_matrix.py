@@ -283,7 +283,8 @@ def test_pair_runs_through_the_cli(matrix_env: tuple[Path, str], method: str, ta
 
     family = cls.family_for(task)
     stored = {m for (m,) in _rows(rdir / "metrics", "SELECT metric FROM read_parquet($PARTS)")}
-    assert set(FAMILIES[family]) <= stored, f"{family} metrics missing: {set(FAMILIES[family]) - stored}"
+    metrics = set(FAMILIES[family].metrics)
+    assert metrics <= stored, f"{family} metrics missing: {metrics - stored}"
 
     from tasks.runs.execute import recompute_metrics  # heavy: the run machinery
 
@@ -308,12 +309,12 @@ def test_pair_runs_through_the_cli(matrix_env: tuple[Path, str], method: str, ta
         assert not seen, f"{method} on {dataset} {qid}: {seen}\n{_outline(events)}"
 
     # the failure stages: one per item the headline metric scored, "correct" exactly its hits
-    from tasks.metrics.stages import STAGE_FAMILIES
+    from tasks.metrics.families import family as metric_family
 
     stages = (_rows(rdir / "stages", "SELECT stage FROM read_parquet($PARTS)")
               if (rdir / "stages").is_dir() else [])
-    assert family in STAGE_FAMILIES, f"{family}: no failure-stage rule"
-    headline = STAGE_FAMILIES[family][1]
+    assert metric_family(family).stage_family is not None, f"{family}: no failure-stage rule"
+    headline = metric_family(family).headline
     (value, n), = _rows(rdir / "metrics", f"SELECT value, n FROM read_parquet($PARTS) WHERE metric = '{headline}'")
     assert len(stages) == n, f"{len(stages)} stage rows for {headline} over n={n}"
     if n:

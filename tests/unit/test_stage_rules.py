@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tasks.metrics.families import family
 from tasks.metrics.stages import (
     STAGES,
     Stage,
@@ -12,7 +13,6 @@ from tasks.metrics.stages import (
     kgqa_stage,
     linking_stage,
     norm,
-    oracle_metrics,
     textqa_stage,
 )
 
@@ -73,7 +73,7 @@ def test_kgqa_blank_gold_alias_is_flagged_where_it_matches_every_answer():
     s = kgqa_stage(["Q1"], ["Q2"], [], ["", "Paris"], set(), set(), **hit1, correct=False)
     assert (s.stage, s.evidence["blank_gold_alias"]) == ("topic_not_grounded", True)
     past_retrieval = kgqa_stage(["Q1"], ["Q1"], [], [""], set(), set(), **hit1, correct=False)
-    assert oracle_metrics("tog", [s, past_retrieval]) == [{"metric": "oracle_hit1_tog", "value": 0.5, "n": 2}]
+    assert family("tog").oracle_metrics([s, past_retrieval]) == [{"metric": "oracle_hit1_tog", "value": 0.5, "n": 2}]
     # no blank alias, or QALD's exact set (where "" is a literal answer like any other): no flag, no shortcut
     s = kgqa_stage(["Q1"], ["Q1"], [], ["Paris"], set(), set(), **hit1, correct=False)
     assert s.stage == "answer_not_reachable" and "blank_gold_alias" not in s.evidence
@@ -90,13 +90,13 @@ def test_every_family_ends_in_correct_and_ranks_follow_the_list(family):
 
 def test_oracle_is_left_out_where_nothing_is_chosen_or_retrieved():
     linking = [Stage("linking", s) for s in ("gold_not_in_kb", "not_chosen", "extra_entities", "correct")]
-    assert oracle_metrics("linking", linking) == [{"metric": "oracle_accuracy", "value": 0.75, "n": 4}]
-    assert oracle_metrics("search", linking) == []  # search-recall: its headline is the oracle
+    assert family("linking").oracle_metrics(linking) == [{"metric": "oracle_accuracy", "value": 0.75, "n": 4}]
+    assert family("search").oracle_metrics(linking) == []  # search-recall: its headline is the oracle
     closed_book = [Stage("textqa", "not_answered", {}), Stage("textqa", "correct", {})]
-    assert oracle_metrics("qa", closed_book) == []
+    assert family("qa").oracle_metrics(closed_book) == []
     no_facts = [Stage("kgqa", "not_answered", {"grounded": None})]
-    assert oracle_metrics("qald", no_facts) == []
-    assert oracle_metrics("qald", []) == []
+    assert family("qald").oracle_metrics(no_facts) == []
+    assert family("qald").oracle_metrics([]) == []
 
 
 def test_the_sql_check_knows_the_oracle_stages():
