@@ -3,7 +3,7 @@
 Runs whose stored values were computed under an older metrics format (manifest ``metrics_format``) get the
 recomputed values stored when ``write`` is set; under the same format any difference is reported as a mismatch
 (never overwritten). ``linkedqa eval RUN_ID`` without ``--write`` writes nothing and compares directly
-(``tasks.runs.execute.compare_run_metrics``); with ``--write`` or ``--all`` it runs this flow.
+(``tasks.runs.evaluate.compare_run_metrics``); with ``--write`` or ``--all`` it runs this flow.
 """
 
 from __future__ import annotations

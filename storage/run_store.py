@@ -117,7 +117,7 @@ class ShardRecord(BaseModel):
     scheduler: str | None = None
     pid: int | None = None
     finished_at: str = ""
-    #: Set only on the record ``tasks.runs.execute.execute_shard`` returns for a shard an earlier attempt finished
+    #: Set only on the record ``tasks.runs.shard.execute_shard`` returns for a shard an earlier attempt finished
     #: (never stored).
     skipped: bool = False
 

@@ -1,6 +1,6 @@
-"""Prefect tasks of metric recomputation (``linkedqa eval``): thin wrappers over ``tasks.runs.execute``.
+"""Prefect tasks of metric recomputation (``linkedqa eval``): thin wrappers over ``tasks.runs.evaluate``.
 
-``tasks.runs.execute.compare_run_metrics`` is the Prefect-free comparison both the ``evaluate_run`` flow and the
+``tasks.runs.evaluate.compare_run_metrics`` is the Prefect-free comparison both the ``evaluate_run`` flow and the
 read-only ``linkedqa eval RUN_ID`` (no ``--write``) use, so the two print the same table.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from prefect import task
 
-from tasks.runs.execute import compare_run_metrics, rewrite_metrics
+from tasks.runs.evaluate import compare_run_metrics, rewrite_metrics
 
 
 @task(name="compare_metrics", task_run_name="compare {run_id}")
@@ -21,5 +21,5 @@ def compare_metrics_task(run_id: str, root: str) -> dict:
 
 @task(name="rewrite_metrics", task_run_name="rewrite {run_id}")
 def rewrite_metrics_task(run_id: str, root: str) -> dict:
-    """Store a run's metrics recomputed under the current rules (``tasks.runs.execute.rewrite_metrics``)."""
+    """Store a run's metrics recomputed under the current rules (``tasks.runs.evaluate.rewrite_metrics``)."""
     return rewrite_metrics(run_id, Path(root))

@@ -14,7 +14,9 @@ from storage.run_store import RunStore, ShardRecord
 from tasks.llm.types import EngineConfig
 from tasks.progress import say
 from tasks.runs.config import RunConfig, RunPlan
-from tasks.runs.execute import execute_shard, finalize_run, plan_run
+from tasks.runs.finalize import finalize_run
+from tasks.runs.plan import plan_run
+from tasks.runs.shard import execute_shard
 
 
 @task(name="plan_run")

@@ -17,7 +17,7 @@ from storage import layout
 from storage.catalog import complete_dataset_versions
 from storage.run_store import RunStore
 from tasks.metrics.stages import stage_counts
-from tasks.runs.execute import EFFICIENCY_METRICS
+from tasks.runs.finalize import EFFICIENCY_METRICS
 from tasks.runs.stages import read_stages
 
 

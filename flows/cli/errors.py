@@ -72,7 +72,7 @@ def error_kind(exc: BaseException) -> tuple[int, str]:
         return EXIT_MISSING, "or `linkedqa data fetch --to DIR ...` and LINKEDQA_DATA=DIR (docs/data.md)"
     if isinstance(exc, LayoutError):
         return EXIT_USAGE, "names may use letters, digits and . _ = + -"
-    if isinstance(exc, loaded("tasks.runs.execute:MixedDtypeError")):
+    if isinstance(exc, loaded("tasks.runs.shard:MixedDtypeError")):
         return EXIT_USAGE, ("re-run with the --dtype it names (or remove the run's folder): a plain re-run is "
                             "refused again")
     if isinstance(exc, LookupError | FileNotFoundError):

@@ -43,7 +43,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
         start_prefect()
         reports = evaluate_run(run_ids=[a.run_id] if a.run_id else None, all_runs=a.all, write=a.write)
     else:
-        from tasks.runs.execute import compare_run_metrics  # heavy: the run machinery and method registry
+        from tasks.runs.evaluate import compare_run_metrics  # heavy: the run machinery and method registry
 
         reports = [{**compare_run_metrics(layout.safe_name(a.run_id, "run id")), "written": False}]
     bad = 0

@@ -159,7 +159,7 @@ def engine_dtype(llm: Any, asked: str) -> str:
     """The dtype a started engine computes in (``bfloat16``, ``float32``...), or ``asked`` when it does not say.
 
     ``auto`` is left to vLLM on a GPU (the model's dtype), so the engine's model config, not the request, says what
-    a shard ran with; shard records and the resume check (``tasks.runs.execute.check_engine_dtype``) compare it.
+    a shard ran with; shard records and the resume check (``tasks.runs.shard.check_engine_dtype``) compare it.
     """
     dtype = getattr(getattr(llm, "model_config", None), "dtype", None)
     return str(dtype).removeprefix("torch.") if dtype is not None else asked

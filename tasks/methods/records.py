@@ -7,7 +7,7 @@ A method author reads this file to know the contract of an agent (docs/architect
 * an agent returns an :class:`AgentResult` (a ``dict`` of its field names is accepted and converted; another key
   is an item error);
 * the runtime returns one :class:`ItemOutput` per item: the result's fields plus the runtime's bookkeeping, which
-  ``tasks.runs.execute.execute_shard`` turns into one row of the ``predictions`` table;
+  ``tasks.runs.shard.execute_shard`` turns into one row of the ``predictions`` table;
 * every tool declares its payload and result as typed dicts beside it: the entity search
   (``tasks.search.kb_indexes.SearchPayload`` / ``SearchCandidate``, ``DenseEntityHit``), the KG tools
   (``tasks.methods.kg_tools``: ``FactsResult``, ``NeighboursResult``, ``LinkResult``, ``FactRecord``, ...), passage

@@ -249,7 +249,7 @@ def check_condition(c: Condition) -> None:
     from tasks.datasets.registry import get_spec  # heavy: the dataset loaders
     from tasks.methods.registry import get_method  # heavy: every method's module
     from tasks.metrics.runs import FAMILIES
-    from tasks.runs.execute import EFFICIENCY_METRICS  # heavy: the run machinery
+    from tasks.runs.finalize import EFFICIENCY_METRICS  # heavy: the run machinery
 
     if not c.runnable:
         return

@@ -42,7 +42,7 @@ RUN_FORMAT = 6
 # float32; a bfloat16 engine's numerics depend on the batch, docs/concepts.md#engine-dtype-and-reproducibility).
 # The dtype is hardware-dependent like the engine itself: the one each shard ran with is in its shard record
 # (``engine_dtype`` in the manifest) and in the response-cache keys, and a resume whose engine runs another
-# dtype than the finished shards' is refused (``tasks.runs.execute.check_engine_dtype``).
+# dtype than the finished shards' is refused (``tasks.runs.shard.check_engine_dtype``).
 OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries", "api_key_block", "dtype", "scheduler",
                       "concurrency")
 

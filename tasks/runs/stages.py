@@ -29,15 +29,7 @@ from typing import Any
 from storage.run_store import RunStore
 from tasks.metrics.families import MetricFamily, family
 from tasks.metrics.runs import summary_metrics
-from tasks.metrics.stages import (
-    STAGES_FORMAT,
-    Stage,
-    alignment_stage,
-    kgqa_stage,
-    linking_stage,
-    norm,
-    textqa_stage,
-)
+from tasks.metrics.stages import STAGES_FORMAT, Stage, alignment_stage, kgqa_stage, linking_stage, norm, textqa_stage
 from tasks.metrics.trajectory import read_notes
 from tasks.runs.resolve import ResolvedRun
 from tasks.search.kb_indexes import named_qids

@@ -74,7 +74,7 @@ def entity_top(idx: np.ndarray, scores: np.ndarray, entity_of: np.ndarray, k: in
 
 def gold_mentions() -> dict[str, str | None]:
     """The distinct WebQSP-EL test gold mention texts, each with its gold QID (the first one seen)."""
-    from tasks.runs.execute import load_questions
+    from tasks.runs.plan import load_questions
 
     questions, _, _ = load_questions("webqsp-el", "test")
     mentions: dict[str, str | None] = {}

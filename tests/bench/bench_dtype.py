@@ -30,7 +30,7 @@ def one(dtype: str, n: int, max_tokens: int, model: str) -> dict:
     from tasks.llm.types import ChatRequest, EngineConfig, SamplingConfig
     from tasks.llm.vllm_backend import VLLMBackend
     from tasks.methods.ela.method import load_prompt
-    from tasks.runs.execute import load_questions
+    from tasks.runs.plan import load_questions
 
     questions, _, _ = load_questions("webqsp-el", "test")
     base = load_prompt("wikidata")

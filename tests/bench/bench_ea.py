@@ -44,7 +44,9 @@ def one(dataset: str, ablations: bool) -> dict:
     from tasks.methods.ea.embed import AlignmentScorer, EmbedConfig, name_embeddings
     from tasks.methods.ea.embed_method import split_links
     from tasks.runs.config import RunConfig
-    from tasks.runs.execute import execute_shard, finalize_run, plan_run
+    from tasks.runs.finalize import finalize_run
+    from tasks.runs.plan import plan_run
+    from tasks.runs.shard import execute_shard
 
     out: dict = {"dataset": dataset}
     t0 = time.perf_counter()

@@ -50,7 +50,8 @@ def main() -> None:
     from tasks.methods.runtime import run_agents, run_agents_continuous
     from tasks.methods.search_recall.method import SearchRecallMethod
     from tasks.metrics.runs import summary_metrics
-    from tasks.runs.execute import load_questions, prefix_cache_share
+    from tasks.runs.finalize import prefix_cache_share
+    from tasks.runs.plan import load_questions
     from tasks.search.kb_indexes import entity_index, search_tool
 
     kb = latest_kb_version()

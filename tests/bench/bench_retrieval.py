@@ -36,7 +36,9 @@ def _one(method: str, n: int, words: int) -> dict:
     from storage import layout
     from storage.catalog import latest_kb_version
     from tasks.methods.qa.method import ArticleStore, first_words, gold_entity_refs
-    from tasks.runs.execute import disk_bytes, load_questions, peak_rss_mb
+    from tasks.runs.finalize import disk_bytes
+    from tasks.runs.plan import load_questions
+    from tasks.runs.shard import peak_rss_mb
     from tasks.search import kb_indexes
 
     root = layout.home()

@@ -92,7 +92,7 @@ def test_anchorrag_and_tog_with_the_real_engine(tog_env, embedded_llm, tog_home,
 def test_anchorrag_through_the_flow_on_the_noisy_split(tog_env, embedded_llm, prefect_harness):
     from flows.run_method import run_method
     from tasks.runs.config import RunConfig
-    from tasks.runs.execute import recompute_metrics
+    from tasks.runs.evaluate import recompute_metrics
 
     cfg = RunConfig(method="anchorrag", dataset="webquestions", split="test-noisy", limit=1, kb=tog_env,
                     settings={"depth": "1", "m": "2", "max_tokens": "128", "max_tokens_step": "64"})

@@ -32,7 +32,7 @@ def test_ea_agent_on_2_fr_en_test_entities(home: Path, data_root: Path, embedded
     monkeypatch.setenv("LINKEDQA_DATA", str(data_root))
     from flows.run_method import run_method
     from tasks.runs.config import RunConfig
-    from tasks.runs.execute import recompute_metrics
+    from tasks.runs.evaluate import recompute_metrics
 
     cfg = RunConfig(method="ea-agent", dataset="dbp15k-fr-en", split="test", limit=N, settings=SETTINGS)
     run_id = run_method(cfg)

@@ -59,7 +59,7 @@ def test_search_recall_on_webqsp_el(run_env, prefect_harness):
 
 def _assert_complete_ela_run(run_id: str, n: int, shards: int) -> list[dict]:
     """A finished ELA run as stored: rows, trajectories, metrics = what the predictions give, catalog checks."""
-    from tasks.runs.execute import recompute_metrics
+    from tasks.runs.evaluate import recompute_metrics
 
     rdir = layout.run_dir(run_id)
     assert read_manifest(rdir)["row_counts"]["predictions"] == n and len(part_files(rdir / "predictions")) == shards
@@ -117,7 +117,7 @@ def test_ela_stopped_mid_llm_step_then_resumed_and_replayed(run_env, embedded_ll
     """
     sig, tokens = signal.SIGTERM, ("64", "96")
     from tasks.runs.config import RunConfig
-    from tasks.runs.execute import plan_run
+    from tasks.runs.plan import plan_run
 
     sets = {"max_tokens_search": tokens[0], "max_tokens_answer": tokens[1], "answer_followup_tokens": "0"}
     cfg = RunConfig(method="ela", dataset="webqsp-el", split="test", limit=2, shards=2, settings=sets)

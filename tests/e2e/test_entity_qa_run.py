@@ -29,7 +29,7 @@ def run_env(kb_home: str, embedded_models_root: Path, monkeypatch: pytest.Monkey
 def _run(**kw) -> tuple[str, dict[str, float], list[dict]]:
     from flows.run_method import run_method
     from tasks.runs.config import RunConfig
-    from tasks.runs.execute import recompute_metrics
+    from tasks.runs.evaluate import recompute_metrics
 
     run_id = run_method(RunConfig(**kw))
     rdir = layout.run_dir(run_id)

@@ -19,7 +19,7 @@ import pytest
 from tasks.metrics.runs import per_item_scores
 from tasks.metrics.stages import STAGES
 from tasks.runs.config import RunConfig
-from tasks.runs.execute import plan_questions, plan_run
+from tasks.runs.plan import plan_questions, plan_run
 from tasks.runs.resolve import resolve_run
 from tasks.runs.stages import item_stages, scored
 

@@ -156,7 +156,7 @@ def test_kgqa_methods_through_sparql_on_oxigraph(duckdb_outputs, items, backend,
 def test_kg_1hop_through_the_flow(run_env, embedded_llm, prefect_harness):
     from flows.run_method import run_method
     from tasks.runs.config import RunConfig
-    from tasks.runs.execute import recompute_metrics
+    from tasks.runs.evaluate import recompute_metrics
 
     cfg = RunConfig(method="kg-1hop", dataset="qald-9-plus", split="train", limit=1,
                     settings={k: str(v) for k, v in SETTINGS.items() if k != "max_depth"})

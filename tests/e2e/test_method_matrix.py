@@ -286,7 +286,7 @@ def test_pair_runs_through_the_cli(matrix_env: tuple[Path, str], method: str, ta
     metrics = set(FAMILIES[family].metrics)
     assert metrics <= stored, f"{family} metrics missing: {metrics - stored}"
 
-    from tasks.runs.execute import recompute_metrics  # heavy: the run machinery
+    from tasks.runs.evaluate import recompute_metrics  # heavy: the run machinery
 
     recomputed, rows = recompute_metrics(run_id, home)
     stored_by = {r["metric"]: r["value"] for r in rows}

@@ -58,7 +58,7 @@ def test_kg_1hop_on_an_imported_kgqa_set(run_env, embedded_llm, prefect_harness,
     from tasks.datasets.registry import dataset_task
     from tasks.metrics.runs import FAMILIES
     from tasks.runs.config import RunConfig
-    from tasks.runs.execute import recompute_metrics
+    from tasks.runs.evaluate import recompute_metrics
     from tasks.runs.resolve import resolve_run
 
     records = _records(run_env, session_home, data_root)

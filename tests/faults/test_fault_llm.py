@@ -39,7 +39,7 @@ def _by_question(questions: list[dict], replies: list[str]) -> ScriptedBackend:
 @pytest.mark.timeout(120)
 def test_faulty_completions_become_item_errors_in_a_real_run(home, data_root, monkeypatch):
     """closed-book on PopQA through plan/execute/finalize: 2 faulty items -> error_count 2, run complete."""
-    import tasks.runs.execute as ex
+    import tasks.runs.shard as ex
     from tasks.datasets.entity_qa import POPQA
     from tasks.runs.config import RunConfig
 

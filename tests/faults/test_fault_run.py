@@ -95,7 +95,7 @@ def test_run_killed_between_shards_and_during_metrics_resumes_exactly(cli, ref_k
     assert all((preds / n).read_bytes() == b for n, b in kept.items())  # finished shards never rewritten
     assert len(part_files(preds)) == SHARDS and leftovers(rdir) == []
     from tasks.runs.config import load_plan
-    from tasks.runs.execute import recompute_metrics
+    from tasks.runs.evaluate import recompute_metrics
 
     rows = read_table(preds, "predictions").to_pylist()
     ids = [r["question_id"] for r in rows]

@@ -94,7 +94,9 @@ def test_a_plugin_method_runs_through_flow_runtime_run_machinery_and_catalog(plu
     from storage.manifest import read_manifest
     from tasks.metrics.runs import summary_metrics
     from tasks.runs.config import RunConfig, load_plan
-    from tasks.runs.execute import plan_questions, read_predictions, recompute_metrics
+    from tasks.runs.evaluate import recompute_metrics
+    from tasks.runs.finalize import read_predictions
+    from tasks.runs.plan import plan_questions
 
     cfg = RunConfig(method="test-last-word", dataset="popqa", limit=6, shards=2, settings={"lowercase": "true"})
     run_id = run_method(cfg)

@@ -109,7 +109,7 @@ def test_search_recall_runs_on_an_imported_el_set(tmp_path: Path, data_root: Pat
     assert ran.returncode == 0, ran.stderr[-3000:]
     run_id = ran.stdout.strip().splitlines()[-1]
 
-    from tasks.runs.execute import recompute_metrics
+    from tasks.runs.evaluate import recompute_metrics
     from tasks.runs.resolve import resolve_run
 
     run = resolve_run(run_id, home)

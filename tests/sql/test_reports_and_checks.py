@@ -30,7 +30,9 @@ from tasks.kb.plan import _spec, make_plan
 from tasks.kb.stage import stage_shard
 from tasks.reports.views import print_report, report_view_names
 from tasks.runs.config import RunConfig
-from tasks.runs.execute import execute_shard, finalize_run, plan_run
+from tasks.runs.finalize import finalize_run
+from tasks.runs.plan import plan_run
+from tasks.runs.shard import execute_shard
 
 CHECKS = sorted((SQL_DIR / "checks").glob("*.sql"))
 RUN_TABLES = ("predictions", "metrics", "runs")
@@ -287,7 +289,7 @@ def test_eval_write_recomputes_a_run_of_an_older_metrics_format(warehouse, prefe
     from flows.cli import main
     from storage.manifest import read_manifest, write_manifest
     from tasks.metrics.base import METRICS_FORMAT
-    from tasks.runs.execute import recompute_metrics
+    from tasks.runs.evaluate import recompute_metrics
 
     root = tmp_path / "warehouse"
     shutil.copytree(warehouse["root"], root, ignore=shutil.ignore_patterns("catalog*.duckdb*"))

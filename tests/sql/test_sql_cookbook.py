@@ -143,7 +143,7 @@ def test_the_trajectory_shown_is_the_stored_one(warehouse):
 
 
 def test_the_cost_rows_left_out_of_the_quality_metrics_are_the_runs_own():
-    from tasks.runs.execute import EFFICIENCY_METRICS
+    from tasks.runs.finalize import EFFICIENCY_METRICS
 
     first = recipes(PAGE.read_text())[0].sql
     listed = re.search(r"metric NOT IN \((.*?)\)", first, flags=re.S).group(1)

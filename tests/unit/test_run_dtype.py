@@ -1,4 +1,4 @@
-"""A run resumed on a machine of another engine dtype is refused (tasks.runs.execute.check_engine_dtype).
+"""A run resumed on a machine of another engine dtype is refused (tasks.runs.shard.check_engine_dtype).
 
 The dtype is operational (not in the run id), and bfloat16 and float32 engines sample different answers, so a run
 finished in one must not get shards of the other. Records and parts are files as ``execute_shard`` writes them.
@@ -13,7 +13,7 @@ import pytest
 from storage import layout
 from storage.run_store import RunStore
 from tasks.runs.config import RunConfig, RunPlan, contiguous_shards
-from tasks.runs.execute import MixedDtypeError, check_engine_dtype
+from tasks.runs.shard import MixedDtypeError, check_engine_dtype
 
 
 def _plan(n_shards: int) -> RunPlan:

@@ -11,7 +11,7 @@ import json
 from tasks.llm.scripted import ScriptedBackend
 from tasks.llm.types import ChatRequest, Completion, SamplingConfig
 from tasks.methods.runtime import ItemContext, LLMCall, prefix_order, run_agents
-from tasks.runs.execute import prefix_cache_share
+from tasks.runs.finalize import prefix_cache_share
 
 SYSTEMS = ["You link entities.", "You answer questions."]
 
