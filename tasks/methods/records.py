@@ -61,22 +61,17 @@ class AgentResult:
 
     @classmethod
     def of(cls, value: Any) -> AgentResult:
-        """``value`` as an AgentResult: itself, ``None`` (an empty result) or a mapping of the field names.
+        """What an agent returned as an AgentResult: itself, or ``None`` (an empty result).
 
         Raises:
-            TypeError: Another type, or a mapping with a key that is not a field.
+            TypeError: Anything else (a dict included: an agent builds ``AgentResult(...)``).
         """
         if isinstance(value, AgentResult):
             return value
         if value is None:
             return cls()
-        if isinstance(value, Mapping):
-            unknown = sorted(set(value) - RESULT_FIELDS)
-            if unknown:
-                raise TypeError(f"agent result has unknown field(s) {unknown}; an agent returns AgentResult with "
-                                f"{', '.join(sorted(RESULT_FIELDS))}")
-            return cls(**value)
-        raise TypeError(f"agent returned {type(value).__name__}, expected AgentResult")
+        raise TypeError(f"agent returned {type(value).__name__}, expected AgentResult (fields "
+                        f"{', '.join(sorted(RESULT_FIELDS))})")
 
 
 RESULT_FIELDS = frozenset(f.name for f in fields(AgentResult))

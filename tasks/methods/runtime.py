@@ -142,7 +142,7 @@ class RunProgress:
         return self.completion_tokens / self.llm_seconds if self.llm_seconds > 0 else 0.0
 
 
-AgentFn = Callable[[dict, ItemContext], Generator[Any, Any, AgentResult | dict | None]]
+AgentFn = Callable[[dict, ItemContext], Generator[Any, Any, AgentResult | None]]
 Tool = Callable[[list[Any]], list[Any]]
 
 

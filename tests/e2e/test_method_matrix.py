@@ -67,7 +67,7 @@ BOUNDS = {"cot": "false", "context_tokens": "2048", "tune": "false", "w_name": "
 #: what the runtime itself turns into an item error (``tasks.methods.runtime._Items``): the step limit, and an agent
 #: result it rejects (wrapped as ``AgentError``: a result of another type, or with a field that is not one).
 CODE_ERROR = re.compile(r"^(?!AgentError: )\w*(Error|Exception)\b|LLM error|KG error|error in \w|backend error|"
-                        r"unknown tool|unsupported action|step limit \d+ exceeded|agent result has unknown field|"
+                        r"unknown tool|unsupported action|step limit \d+ exceeded|"
                         r"agent returned \w+, expected AgentResult")
 #: Settings a method's steps need beyond :func:`small_settings`' bounds (the embedded model's greedy replies on
 #: :data:`QUESTIONS`, in bf16 through Hugging Face transformers, xgrammar for the structured outputs):

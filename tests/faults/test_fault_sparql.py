@@ -17,6 +17,7 @@ from tasks.kg.base import KGError, KGTimeout
 from tasks.kg.oxigraph_server import OxigraphServer
 from tasks.kg.sparql import SparqlKG
 from tasks.methods.kg_tools import kg_tools
+from tasks.methods.records import AgentResult
 from tasks.methods.runtime import AgentError, ToolCall, run_agents
 
 WD = "http://www.wikidata.org/entity/"
@@ -36,7 +37,7 @@ def _agent(item, ctx):
         res = yield ToolCall("kg_facts", {"qids": [item["qid"]]})
         if "error" in res:
             raise AgentError(f"KG error in kg_facts: {res['error']}")
-    return {"answer": res["labels"][item["qid"]] or ""}
+    return AgentResult(answer=res["labels"][item["qid"]] or "")
 
 
 @pytest.fixture()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tasks.methods.base import Method, MethodContext, MethodSettings
+from tasks.methods.records import AgentResult
 from tasks.methods.registry import METHODS, get_method, register
 from tasks.methods.runtime import ItemContext, ToolCall
 
@@ -58,7 +59,7 @@ class LastWordMethod(Method):
         def agent(item: dict, ictx: ItemContext):
             word = yield ToolCall("last_word", item["question"])
             ictx.log({"note": f"picked {word!r}"})
-            return {"answer": word}
+            return AgentResult(answer=word)
 
         return agent
 

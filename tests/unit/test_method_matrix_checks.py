@@ -33,9 +33,9 @@ def _loops(item, ctx):
         yield ToolCall("echo", 1)
 
 
-def _unknown_field(item, ctx):
+def _a_dict(item, ctx):
     yield ToolCall("echo", 1)
-    return {"answer": "x", "confidence": 1.0}
+    return {"answer": "x"}
 
 
 def _wrong_type(item, ctx):
@@ -62,7 +62,7 @@ def _model_garbage(item, ctx):  # how the agents refuse an unparseable reply
 
 
 def test_code_error_matches_the_runtime_s_own_item_errors_and_not_a_model_s():
-    agents = {_loops: True, _unknown_field: True, _wrong_type: True, _unknown_tool: True, _unsupported: True,
+    agents = {_loops: True, _a_dict: True, _wrong_type: True, _unknown_tool: True, _unsupported: True,
               _code_bug: True, _model_garbage: False}
     for agent, code in agents.items():
         (out,), _ = run_agents(agent, [{"question_id": "q"}], None, {"echo": _echo}, max_steps=5)

@@ -17,6 +17,7 @@ from storage import layout
 from tasks import progress as P
 from tasks.dumps.base import Shard, byte_shards, iter_lines
 from tasks.llm.types import ChatRequest, Completion
+from tasks.methods.records import AgentResult
 from tasks.methods.runtime import LLMCall, RunProgress, run_agents
 
 
@@ -229,9 +230,9 @@ class _BatchBackend:
 def _two_calls(item, ctx):
     first = yield LLMCall(ChatRequest(messages=[{"role": "user", "content": item["q"]}]))
     if item["q"] == "short":
-        return {"answer": first.text}
+        return AgentResult(answer=first.text)
     second = yield LLMCall(ChatRequest(messages=[{"role": "user", "content": item["q"] + "!"}]))
-    return {"answer": second.text}
+    return AgentResult(answer=second.text)
 
 
 def test_run_agents_on_progress_moves_within_and_after_batches():

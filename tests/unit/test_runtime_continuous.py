@@ -55,7 +55,7 @@ def _parallel_agent(item: dict, ctx: ItemContext):
     parts = yield reqs
     found = yield ToolCall("count", [p.text for p in parts])
     final = yield LLMCall(ChatRequest(messages=[{"role": "user", "content": f"sum {found}"}]))
-    return {"answer": final.text, "answers": [p.text for p in parts]}
+    return AgentResult(answer=final.text, answers=[p.text for p in parts])
 
 
 def test_parallel_calls_tools_and_errors_match_lockstep():
@@ -95,7 +95,7 @@ def _chain(item: dict, ctx: ItemContext):
     last = None
     for k in range(item["steps"]):
         last = yield LLMCall(ChatRequest(messages=[{"role": "user", "content": f"{item['question_id']} step {k}"}]))
-    return {"answer": last.text}
+    return AgentResult(answer=last.text)
 
 
 def test_no_item_waits_for_another_items_completion():
@@ -152,7 +152,7 @@ def test_a_backend_crash_fails_the_requests_not_the_run():
         c = yield LLMCall(ChatRequest(messages=[{"role": "user", "content": item["question_id"]}]))
         if c.error:
             raise AgentError(c.error)
-        return {"answer": c.text}
+        return AgentResult(answer=c.text)
 
     outs, _ = run_agents_continuous(strict, [{"question_id": "x"}, {"question_id": "y"}],
                                     ScriptedBackend(["!raise:down"]), {})
@@ -184,9 +184,9 @@ def test_both_schedulers_fail_an_item_alike(runtime):
     def empty_list(item, ctx):
         yield []
 
-    def stray_key(item, ctx):
+    def a_dict(item, ctx):
         yield ToolCall("count", 1)
-        return {"answer": "x", "_private": 1}
+        return {"answer": "x"}
 
     def typed(item, ctx):
         n = yield ToolCall("count", 2)
@@ -195,7 +195,7 @@ def test_both_schedulers_fail_an_item_alike(runtime):
     tools = {"count": lambda ps: ps}
     cases = [(looping, {"max_steps": 3}, "step limit 3 exceeded"),
              (empty_list, {}, "AgentError: agent yielded an unsupported action list"),
-             (stray_key, {}, "AgentError: agent result has unknown field(s) ['_private']")]
+             (a_dict, {}, "AgentError: agent returned dict, expected AgentResult")]
     for agent, kw, error in cases:
         (out,), _ = runtime(agent, [{"question_id": "a"}], None, tools, **kw)
         assert out["error"].startswith(error), out["error"]

@@ -8,6 +8,7 @@ from storage.side_files import write_side_outputs
 from tasks.llm.scripted import ScriptedBackend
 from tasks.llm.types import ChatRequest
 from tasks.methods.ela.method import ElaSettings, ela_agent, format_candidates, parse_answer, parse_search
+from tasks.methods.records import AgentResult
 from tasks.methods.runtime import AgentError, LLMCall, ToolCall, run_agents
 
 CANDS = {
@@ -95,7 +96,7 @@ def test_parallel_subcalls_and_agent_exceptions():
         if item["question_id"] == "bad":
             raise AgentError("cannot parse")
         r = yield ToolCall("echo", a.text + b.text)
-        return {"answer": r}
+        return AgentResult(answer=r)
 
     backend = ScriptedBackend({"one": "1", "two": "2"})
     out, stats = run_agents(agent, [{"question_id": "ok"}, {"question_id": "bad"}], backend,

@@ -10,6 +10,7 @@ import json
 
 from tasks.llm.scripted import ScriptedBackend
 from tasks.llm.types import ChatRequest, Completion, SamplingConfig
+from tasks.methods.records import AgentResult
 from tasks.methods.runtime import ItemContext, LLMCall, prefix_order, run_agents
 from tasks.runs.finalize import prefix_cache_share
 
@@ -51,7 +52,7 @@ def test_answers_come_back_to_their_own_items_and_cache_hits_are_stored():
 
     def agent(item: dict, ctx: ItemContext):
         c: Completion = yield LLMCall(_req(SYSTEMS[int(item["question_id"]) % 2], item["question"]))
-        return {"answer": c.text}
+        return AgentResult(answer=c.text)
 
     items = [{"question_id": str(i), "question": f"question {i}"} for i in range(6)]
     outs, stats = run_agents(agent, items, backend, {})

@@ -32,6 +32,7 @@ from tasks.datasets.ea_kg import AlignmentPair, kg_dir
 from tasks.datasets.store import ensure_kg, latest_dataset_folder
 from tasks.methods.base import Method, MethodContext, MethodSettings
 from tasks.methods.ea.embed import TUNE_GRID, AlignmentScorer, EmbedConfig, tune_config
+from tasks.methods.records import AgentResult
 from tasks.methods.runtime import ItemContext, Tool, ToolCall
 
 
@@ -231,7 +232,7 @@ def ea_embed_agent(settings: EaEmbedSettings):
         scores = {"top1_similarity": sims[0]} if sims else {}
         if len(sims) > 1:
             scores["top1_margin"] = sims[0] - sims[1]
-        return {"predicted_entities": ids[:1], "answer": "", "answers": ids, "scores": scores}
+        return AgentResult(predicted_entities=ids[:1], answers=ids, scores=scores)
 
     return agent
 

@@ -261,7 +261,7 @@ class ClosedBookMethod(Method):
 
         def agent(item: dict, ictx: ItemContext):
             answer = yield from _answer_step(item, ictx, qa_prompt(item["question"]), sampling, self.settings.system)
-            return {"answer": answer}
+            return AgentResult(answer=answer)
 
         return agent
 
