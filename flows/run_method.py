@@ -18,7 +18,7 @@ from flows.build_indexes import build_indexes
 from storage import layout
 from storage.manifest import now_iso
 from tasks.index_tasks import run_index_kinds_task
-from tasks.run_tasks import finalize_run_task, plan_run_task, publish_run_artifact, run_shard_task
+from tasks.run_tasks import execute_shard_task, finalize_run_task, plan_run_task, publish_run_artifact
 from tasks.runs.config import RunConfig, run_is_complete
 
 
@@ -45,7 +45,7 @@ def run_method(cfg: RunConfig) -> str:
         build_indexes(kb=plan.kb_version, kinds=kinds)
     started, t0 = now_iso(), time.perf_counter()
     print(f"run {plan.run_id}: {len(plan.question_ids)} questions in {plan.n_shards} shard(s)")
-    futures = [run_shard_task.submit(plan, i, root, data) for i in range(plan.n_shards)]
+    futures = [execute_shard_task.submit(plan, i, root, data) for i in range(plan.n_shards)]
     records = [f.result() for f in futures]
     print(f"{sum(1 for r in records if r.skipped)} shard(s) reused from an earlier attempt")
     ref = finalize_run_task(plan, started, time.perf_counter() - t0, root)

@@ -33,7 +33,7 @@ ENV_VARS: dict[str, EnvVar] = {
         "`./warehouse` (`make`: `warehouse/` of the checkout)",
         "The data root: KB versions, datasets, indexes, runs, models, caches, reports and `catalog.duckdb`. "
         "Nothing is written outside it except by explicit flags.",
-        ("storage/layout.py", "flows/cli/env.py", "Makefile")),
+        ("storage/layout.py", "flows/cli/command_env.py", "Makefile")),
     "LINKEDQA_DATA": EnvVar(
         "`../shared/data` beside the checkout",
         "Where raw inputs are read: benchmark files (`data load`), the sample dumps (`kb build --sample`); "

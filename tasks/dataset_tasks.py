@@ -11,7 +11,7 @@ from tasks.datasets.jsonl import DEFAULT_TASK
 from tasks.datasets.store import store_dataset
 
 
-@task(name="load_dataset", task_run_name="load {name}")
+@task(name="store_dataset", task_run_name="load {name}")
 def load_dataset_task(name: str, data_root: str, import_file: str | None = None, task: str = DEFAULT_TASK
                       ) -> ArtifactRef:
     """Load a known dataset (or import a generic JSONL of task kind ``task``) into ``datasets/<name>/<version>/``."""

@@ -13,7 +13,7 @@ from prefect import task
 from tasks.runs.evaluate import compare_run_metrics, rewrite_metrics
 
 
-@task(name="compare_metrics", task_run_name="compare {run_id}")
+@task(name="compare_run_metrics", task_run_name="compare {run_id}")
 def compare_metrics_task(run_id: str, root: str) -> dict:
     """Recomputed vs stored metrics of one finished run (``compare_run_metrics``)."""
     return compare_run_metrics(run_id, Path(root))

@@ -53,7 +53,7 @@ def index_kinds_of(paths: list[Path] | None, root: Path) -> list[str]:
     return [k for k in layout.INDEX_KINDS if k in kinds]
 
 
-@task(name="build_index", task_run_name="index {kind} of {kb_version}")
+@task(name="build_kb_index", task_run_name="index {kind} of {kb_version}")
 def build_index_task(kb_version: str, kind: str, root: str, workers: int = 1) -> dict:
     """Build one index of a KB version (a no-op when it exists); prints one progress line.
 

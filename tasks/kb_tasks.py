@@ -19,7 +19,7 @@ from tasks.kb.stage import stage_shard
 from tasks.progress import say
 
 
-@task(name="plan_kb")
+@task(name="plan_from_inputs")
 def plan_kb_task(sample: bool, name: str | None, inputs: dict[str, list[str]], shards_per_file: int,
                  languages: str | None = None, workers: int | None = None) -> BuildPlan:
     """Resolve the build plan of a KB from its inputs by kind (``plan_from_inputs``)."""
@@ -42,7 +42,7 @@ def stage_shard_task(version: str, spec: InputSpec, shard: Shard, root: str, wor
     return rec
 
 
-@task(name="merge_kb")
+@task(name="merge_and_publish")
 def merge_kb_task(plan: BuildPlan, root: str, shard_records: list[dict]) -> ArtifactRef:
     """Merge staged shards into the KB tables and publish the version (manifest last)."""
     log = get_run_logger()

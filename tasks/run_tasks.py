@@ -15,7 +15,7 @@ from tasks.llm.types import EngineConfig
 from tasks.progress import say
 from tasks.runs.config import RunConfig, RunPlan
 from tasks.runs.finalize import finalize_run
-from tasks.runs.plan import plan_run
+from tasks.runs.planning import plan_run
 from tasks.runs.shard import execute_shard
 
 
@@ -43,8 +43,8 @@ def load_api_key(cfg: RunConfig) -> None:
         os.environ[var] = Secret.load(cfg.api_key_block).get()
 
 
-@task(name="run_shard", task_run_name="shard {i}", tags=["llm-shard"])
-def run_shard_task(plan: RunPlan, i: int, root: str, data_root: str, device: str | None = None) -> ShardRecord:
+@task(name="execute_shard", task_run_name="shard {i}", tags=["llm-shard"])
+def execute_shard_task(plan: RunPlan, i: int, root: str, data_root: str, device: str | None = None) -> ShardRecord:
     """Run one shard (skipped when its predictions part exists).
 
     ``device`` pins the shard to one GPU on multi-GPU hosts (``CUDA_VISIBLE_DEVICES`` is read by vLLM when the

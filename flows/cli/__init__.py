@@ -17,6 +17,7 @@ import os
 import sys
 
 from flows.cli.args import MEMORY_HELP, languages, memory_limit, positive
+from flows.cli.command_env import setup_env
 from flows.cli.data import (
     check_data_import,
     check_dataset_names,
@@ -27,13 +28,12 @@ from flows.cli.data import (
     cmd_models_prepare,
 )
 from flows.cli.demo import DEMO_LIMIT, DEMO_MAX_TOKENS_ANSWER, DEMO_SHARDS, cmd_demo
-from flows.cli.env import setup_env
 from flows.cli.errors import EXIT_USAGE, report_error
 from flows.cli.kb import cmd_kb_build, cmd_kb_download, cmd_kb_export_nt, cmd_kb_index, cmd_kb_list
 from flows.cli.prefect_server import spawn_ephemeral_server
 from flows.cli.reproduce import check_reproduce, cmd_reproduce
 from flows.cli.results import cmd_catalog, cmd_eval, cmd_report
-from flows.cli.runs import check_run_args, cmd_run
+from flows.cli.run_command import check_run_args, cmd_run
 from flows.cli.signals import exit_after_interrupt, stop_on_signals
 from storage import layout
 from tasks.datasets.jsonl import DEFAULT_TASK, TASKS

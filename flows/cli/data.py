@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from flows.cli.env import start_prefect
+from flows.cli.command_env import start_prefect
 from storage import layout
 from storage.catalog import complete_dataset_versions
 from storage.parquet_io import read_table

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from flows.cli.errors import EXIT_OTHER
-from flows.cli.runs import cmd_run, execute_run
+from flows.cli.run_command import cmd_run, execute_run
 from storage import layout
 
 # The demo's ELA run: sized so that `make demo` (cold warehouse, model conversion included) stays within 8 min

@@ -17,8 +17,8 @@ from storage import layout
 from storage.catalog import complete_dataset_versions
 from storage.run_store import RunStore
 from tasks.metrics.stages import stage_counts
+from tasks.runs.failure_stages import read_stages
 from tasks.runs.finalize import EFFICIENCY_METRICS
-from tasks.runs.stages import read_stages
 
 
 def _bin(name: str) -> str:

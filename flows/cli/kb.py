@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from flows.cli.args import parse_wiki_spec, with_memory_limit
-from flows.cli.env import start_prefect
+from flows.cli.command_env import start_prefect
 from storage import layout
 from storage.catalog import complete_kb_versions
 from tasks.kb.plan import ALL_LANGUAGES

@@ -13,7 +13,7 @@ import json
 import shlex
 
 from flows.cli.errors import EXIT_OTHER
-from flows.cli.runs import execute_run
+from flows.cli.run_command import execute_run
 from storage.catalog import refresh_catalog
 
 #: ``linkedqa run`` options that ``reproduce`` passes on to every run (dest -> option).
@@ -119,7 +119,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 def run_conditions(a: argparse.Namespace, paper, conditions) -> int:
     """Run each condition as ``linkedqa run`` (one after the other), then store and print the matrix rows."""
     from tasks.reproduce.matrix import write_rows  # heavy: the run machinery's storage
-    from tasks.runs.backends import close_backends  # heavy: the LLM backends
+    from tasks.runs.engine_pool import close_backends  # heavy: the LLM backends
 
     parser = a.build_parser()
     rows, failed = [], []

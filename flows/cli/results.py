@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from flows.cli.env import start_prefect
+from flows.cli.command_env import start_prefect
 from flows.cli.errors import EXIT_OTHER
 from storage import layout
 from storage.catalog import connect, refresh_catalog

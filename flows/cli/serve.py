@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from flows.cli.env import setup_env
+from flows.cli.command_env import setup_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PREFECT_YAML = REPO_ROOT / "prefect.yaml"

@@ -278,7 +278,7 @@ def open_session(backend: Any, threads: int | None = None) -> Any:
             ``max_concurrency``, else 16); 0 forces a ``BatchSession``.
     """
     lock = getattr(backend, "_lock", None)
-    if lock is not None and hasattr(backend, "inner"):  # tasks.runs.backends._Serialized
+    if lock is not None and hasattr(backend, "inner"):  # tasks.runs.engine_pool._Serialized
         lock.acquire()
         try:
             return _Locked(open_session(backend.inner, threads), lock)

@@ -4,7 +4,7 @@ A run's metric family is ``Method.metric_family``, or its dataset task's ``TASK_
 family holds everything that depends on it: the metrics every run of the family stores, the rows it prepares from
 the stored predictions and questions before scoring, the summary rows it adds, its failure-stage family
 (``tasks.metrics.stages``) with the per-item headline score that says ``correct``, and its ``oracle_*`` metric.
-``tasks.metrics.runs`` and ``tasks.runs.stages`` read these objects; no code branches on a family's name.
+``tasks.metrics.runs`` and ``tasks.runs.failure_stages`` read these objects; no code branches on a family's name.
 
 Adding a family: one subclass of :class:`MetricFamily` here and its entry in :data:`FAMILIES` (plus its metrics
 in ``tasks.metrics.registry`` and, for a new stage family, its stage rule in ``tasks.metrics.stages``).

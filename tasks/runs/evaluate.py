@@ -14,10 +14,10 @@ from storage.parquet_io import read_table, write_table
 from storage.run_store import RunManifest
 from tasks.metrics.base import METRICS_FORMAT
 from tasks.metrics.runs import per_item_scores
+from tasks.runs.failure_stages import scored, stages_status, write_stages
 from tasks.runs.finalize import EFFICIENCY_METRICS, read_predictions
-from tasks.runs.plan import plan_questions
+from tasks.runs.planning import plan_questions
 from tasks.runs.resolve import ResolvedRun, resolve_run
-from tasks.runs.stages import scored, stages_status, write_stages
 
 
 def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict], list[dict]]:
@@ -98,7 +98,7 @@ def compare_run_metrics(run_id: str, root: Path | None = None) -> dict:
         "gone": [{"metric", "stored"}], "differ": int, "stages": str}``; ``status`` is ``same``, ``changed``
         (stored under an older metrics format) or ``mismatch`` (same format, different value); ``differ`` counts
         rows that are not ``same`` plus the stored metrics no longer computed; ``stages`` is the stored failure
-        stages' :func:`tasks.runs.stages.stages_status`.
+        stages' :func:`tasks.runs.failure_stages.stages_status`.
 
     Raises:
         LookupError: Unknown run id.

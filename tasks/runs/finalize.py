@@ -15,10 +15,10 @@ from storage.run_store import RunManifest, RunStore, ShardRecord
 from storage.schemas import PREDICTIONS
 from tasks.metrics.base import METRICS_FORMAT
 from tasks.runs.config import RunPlan
-from tasks.runs.plan import plan_questions
+from tasks.runs.failure_stages import scored, write_stages
+from tasks.runs.planning import plan_questions
 from tasks.runs.resolve import ResolvedRun, resolve_run
 from tasks.runs.shard import Log, peak_rss_mb
-from tasks.runs.stages import scored, write_stages
 
 
 def read_predictions(run_id: str, root: Path | None = None):

@@ -23,9 +23,9 @@ from tasks.methods.runtime import RunProgress, RuntimeStats, run_agents, run_age
 from tasks.methods.tool_types import checked_tools, checks_enabled
 from tasks.metrics.runs import per_item_scores
 from tasks.progress import progress
-from tasks.runs.backends import get_backend
 from tasks.runs.config import RunPlan
-from tasks.runs.plan import plan_questions
+from tasks.runs.engine_pool import get_backend
+from tasks.runs.planning import plan_questions
 from tasks.runs.resolve import ResolvedRun, resolve_run
 
 Log = Callable[[str], None]

@@ -74,7 +74,7 @@ def entity_top(idx: np.ndarray, scores: np.ndarray, entity_of: np.ndarray, k: in
 
 def gold_mentions() -> dict[str, str | None]:
     """The distinct WebQSP-EL test gold mention texts, each with its gold QID (the first one seen)."""
-    from tasks.runs.plan import load_questions
+    from tasks.runs.planning import load_questions
 
     questions, _, _ = load_questions("webqsp-el", "test")
     mentions: dict[str, str | None] = {}
@@ -119,7 +119,7 @@ def main() -> int:
     ap.add_argument("--only-chosen", action="store_true", help="measure flat and the chosen structure only")
     a = ap.parse_args()
 
-    from flows.cli.env import setup_env
+    from flows.cli.command_env import setup_env
 
     setup_env()
     import faiss  # heavy: faiss

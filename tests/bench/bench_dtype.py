@@ -24,13 +24,13 @@ import time
 
 def one(dtype: str, n: int, max_tokens: int, model: str) -> dict:
     """Start an engine in ``dtype`` and time one batched generation of the benchmark prompts."""
-    from flows.cli.env import setup_env
+    from flows.cli.command_env import setup_env
 
     setup_env()
     from tasks.llm.types import ChatRequest, EngineConfig, SamplingConfig
     from tasks.llm.vllm_backend import VLLMBackend
     from tasks.methods.ela.method import load_prompt
-    from tasks.runs.plan import load_questions
+    from tasks.runs.planning import load_questions
 
     questions, _, _ = load_questions("webqsp-el", "test")
     base = load_prompt("wikidata")

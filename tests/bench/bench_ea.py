@@ -45,7 +45,7 @@ def one(dataset: str, ablations: bool) -> dict:
     from tasks.methods.ea.embed_method import split_links
     from tasks.runs.config import RunConfig
     from tasks.runs.finalize import finalize_run
-    from tasks.runs.plan import plan_run
+    from tasks.runs.planning import plan_run
     from tasks.runs.shard import execute_shard
 
     out: dict = {"dataset": dataset}

@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--skip-llm", action="store_true")
     a = ap.parse_args()
 
-    from flows.cli.env import setup_env
+    from flows.cli.command_env import setup_env
 
     setup_env()
     from storage import layout
@@ -51,7 +51,7 @@ def main() -> None:
     from tasks.methods.search_recall.method import SearchRecallMethod
     from tasks.metrics.runs import summary_metrics
     from tasks.runs.finalize import prefix_cache_share
-    from tasks.runs.plan import load_questions
+    from tasks.runs.planning import load_questions
     from tasks.search.kb_indexes import entity_index, search_tool
 
     kb = latest_kb_version()

@@ -48,7 +48,7 @@ ENTITY_BATCH = 128  # kb_indexes._build_dense_entity's encoding batch
 
 def export(folder: Path) -> None:
     """Write the sample KB's dense entity texts and the WebQSP-EL test gold mentions under ``folder``."""
-    from flows.cli.env import setup_env
+    from flows.cli.command_env import setup_env
 
     setup_env()
     from storage import layout

@@ -38,7 +38,7 @@ VARIANTS = ("whole", "chunked")
 
 def one(variant: str, run_id: str, answer_tokens: int, sampled: bool) -> dict:
     """Start an engine in ``variant`` and time the first-turn batch and the answer-turn batch of ``run_id``."""
-    from flows.cli.env import setup_env
+    from flows.cli.command_env import setup_env
 
     setup_env()
     from storage import layout

@@ -37,7 +37,7 @@ def _one(method: str, n: int, words: int) -> dict:
     from storage.catalog import latest_kb_version
     from tasks.methods.qa.method import ArticleStore, first_words, gold_entity_refs
     from tasks.runs.finalize import disk_bytes
-    from tasks.runs.plan import load_questions
+    from tasks.runs.planning import load_questions
     from tasks.runs.shard import peak_rss_mb
     from tasks.search import kb_indexes
 

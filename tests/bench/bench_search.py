@@ -196,7 +196,7 @@ def compare_rankings(rows: list[dict], batches: list[list[str]], folder: Path, p
     from tasks.methods.runtime import run_agents
     from tasks.methods.search_recall.method import SearchRecallMethod
     from tasks.metrics.runs import summary_metrics
-    from tasks.runs.plan import load_questions
+    from tasks.runs.planning import load_questions
     from tasks.search.entity_index import EntityIndex
     from tasks.search.kb_indexes import index_search_tool
     from tasks.workers import cpu_count
@@ -253,12 +253,12 @@ def query_batches(mentions: list[str], total: int) -> list[list[str]]:
 def sample_kb_entities() -> tuple[str, Path, list[dict], list[str]]:
     """(KB version, LINKEDQA_HOME, its searchable entity rows as the entity index reads them, WebQSP-EL test gold
     mention texts), after the CLI's environment set-up; exits when there is no KB."""
-    from flows.cli.env import setup_env
+    from flows.cli.command_env import setup_env
 
     setup_env()
     from storage import layout
     from storage.catalog import latest_kb_version
-    from tasks.runs.plan import load_questions
+    from tasks.runs.planning import load_questions
     from tasks.search.kb_indexes import _iter_rows, entity_doc
 
     kb = latest_kb_version()

@@ -103,7 +103,7 @@ def main() -> int:
     ap.add_argument("--run", required=True, help="run id of a finished ELA run under LINKEDQA_HOME")
     ap.add_argument("--out", default=None, help="write the texts of every pass to this JSON file")
     a = ap.parse_args()
-    from flows.cli.env import setup_env
+    from flows.cli.command_env import setup_env
 
     setup_env()
     from storage import layout

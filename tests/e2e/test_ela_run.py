@@ -117,7 +117,7 @@ def test_ela_stopped_mid_llm_step_then_resumed_and_replayed(run_env, embedded_ll
     """
     sig, tokens = signal.SIGTERM, ("64", "96")
     from tasks.runs.config import RunConfig
-    from tasks.runs.plan import plan_run
+    from tasks.runs.planning import plan_run
 
     sets = {"max_tokens_search": tokens[0], "max_tokens_answer": tokens[1], "answer_followup_tokens": "0"}
     cfg = RunConfig(method="ela", dataset="webqsp-el", split="test", limit=2, shards=2, settings=sets)

@@ -28,7 +28,7 @@ def test_recall_on_covered_webqsp_el_gold_mentions(kb_home: str):
     from tasks.methods.runtime import run_agents
     from tasks.methods.search_recall.method import SearchRecallMethod
     from tasks.metrics.runs import summary_metrics
-    from tasks.runs.plan import load_questions
+    from tasks.runs.planning import load_questions
 
     questions, _, _ = load_questions("webqsp-el", "test")
     method = SearchRecallMethod(SearchRecallMethod.Settings())

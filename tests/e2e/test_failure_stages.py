@@ -19,9 +19,9 @@ import pytest
 from tasks.metrics.runs import per_item_scores
 from tasks.metrics.stages import STAGES
 from tasks.runs.config import RunConfig
-from tasks.runs.plan import plan_questions, plan_run
+from tasks.runs.failure_stages import item_stages, scored
+from tasks.runs.planning import plan_questions, plan_run
 from tasks.runs.resolve import resolve_run
-from tasks.runs.stages import item_stages, scored
 
 #: question_id -> (main entity, answer text, linked answers, error, hand label, reason); the kg_facts call is on
 #: the main entity, as kg-1hop makes it.

@@ -39,19 +39,21 @@ def _by_question(questions: list[dict], replies: list[str]) -> ScriptedBackend:
 @pytest.mark.timeout(120)
 def test_faulty_completions_become_item_errors_in_a_real_run(home, data_root, monkeypatch):
     """closed-book on PopQA through plan/execute/finalize: 2 faulty items -> error_count 2, run complete."""
-    import tasks.runs.shard as ex
+    import tasks.runs.shard as shard
     from tasks.datasets.entity_qa import POPQA
     from tasks.runs.config import RunConfig
+    from tasks.runs.finalize import finalize_run
+    from tasks.runs.planning import plan_questions, plan_run
 
     cfg = RunConfig(method="closed-book", dataset=POPQA, limit=len(FAULTS), shards=2)
-    plan = ex.plan_run(cfg, data_root=data_root)
-    questions = ex.plan_questions(plan)
+    plan = plan_run(cfg, data_root=data_root)
+    questions = plan_questions(plan)
     backend = _by_question(questions, FAULTS)
-    monkeypatch.setattr(ex, "get_backend", lambda *a, **k: backend)
+    monkeypatch.setattr(shard, "get_backend", lambda *a, **k: backend)
     for i in range(plan.n_shards):
-        ex.execute_shard(plan, i, log=lambda m: None)
-    metrics = {m["metric"]: m["value"] for m in ex.finalize_run(plan, "2000-01-01T00:00:00+00:00", 1.0,
-                                                                log=lambda m: None)}
+        shard.execute_shard(plan, i, log=lambda m: None)
+    metrics = {m["metric"]: m["value"] for m in finalize_run(plan, "2000-01-01T00:00:00+00:00", 1.0,
+                                                             log=lambda m: None)}
     rdir = layout.run_dir(plan.run_id)
     preds = {p["question_id"]: p for p in read_table(rdir / "predictions", "predictions").to_pylist()}
     assert list(preds) == plan.question_ids  # all returned, plan order

@@ -64,7 +64,7 @@ class _Endpoint(ModelList):  # GET /v1/models: the list `linkedqa run` checks th
 @pytest.mark.timeout(240)
 def test_hanging_and_trickling_endpoint_become_item_timeouts(cli, data_root, tmp_path):
     from tasks.datasets.entity_qa import POPQA
-    from tasks.runs.plan import load_questions
+    from tasks.runs.planning import load_questions
 
     home = tmp_path / "warehouse"
     questions = load_questions(POPQA, None, tmp_path / "plain", data_root)[0][:4]  # plan order = id order

@@ -122,7 +122,7 @@ def test_the_cli_module_imports_no_command_machinery() -> None:
     """Every command, and every spawned worker of one (multiprocessing imports the parent's ``__main__``),
     imports ``flows.cli``: the method registry, the run machinery, reports, notebooks and fetchers are imported
     by the commands that use them (~0.9 s less per process on 2 cores)."""
-    heavy = ("tasks.methods.registry", "tasks.runs.shard", "tasks.runs.backends", "tasks.reports.notebooks",
+    heavy = ("tasks.methods.registry", "tasks.runs.shard", "tasks.runs.engine_pool", "tasks.reports.notebooks",
              "tasks.reports.views", "flows.cli.demo_summary", "tasks.fetch.http", "tasks.llm.models", "prefect")
     code = f"import sys, flows.cli; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

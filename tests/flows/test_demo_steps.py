@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flows import cli
-from flows.cli import data, demo, kb, runs
+from flows.cli import data, demo, kb, run_command
 from tasks.llm.env import BF16_CPU_FLAGS, cpu_flags, resolve_dtype
 from tasks.runs.checks import check_run_config
 
@@ -22,9 +22,9 @@ def test_every_demo_step_is_a_real_command_line():
     for _, argv in steps:
         ns = parser.parse_args(argv)  # SystemExit here = a demo step the CLI does not accept
         fns.append(ns.fn)
-        if ns.fn is runs.cmd_run:
-            check_run_config(runs.run_config_from_args(ns))  # method, settings and dataset are known
-    assert fns == [kb.cmd_kb_build, data.cmd_models_prepare, runs.cmd_run, runs.cmd_run]
+        if ns.fn is run_command.cmd_run:
+            check_run_config(run_command.run_config_from_args(ns))  # method, settings and dataset are known
+    assert fns == [kb.cmd_kb_build, data.cmd_models_prepare, run_command.cmd_run, run_command.cmd_run]
     ela = parser.parse_args(steps[-1][1])
     assert (ela.method, ela.limit, ela.shards) == ("ela", demo.DEMO_LIMIT, demo.DEMO_SHARDS)
     assert ela.set == [f"max_tokens_answer={demo.DEMO_MAX_TOKENS_ANSWER}"]
@@ -70,8 +70,8 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path):
 
 
 def test_dtype_is_operational_not_part_of_the_run_id():
-    from tasks.runs.backends import engine_config
     from tasks.runs.config import OPERATIONAL_FIELDS, RunConfig
+    from tasks.runs.engine_pool import engine_config
 
     assert "dtype" in OPERATIONAL_FIELDS
     assert engine_config(RunConfig(method="ela", dataset="webqsp-el")).dtype == "auto"
@@ -82,8 +82,8 @@ def test_efficiency_metric_names_are_the_stored_ones():
     """The demo summary splits quality from cost metrics by this list: it must name what is stored."""
     import inspect
 
-    from tasks.runs import execute
+    from tasks.runs import finalize
 
-    src = inspect.getsource(execute.efficiency_metrics)
+    src = inspect.getsource(finalize.efficiency_metrics)
     stored = set(__import__("re").findall(r'"metric": "([a-z_@0-9]+)"', src))
-    assert stored == execute.EFFICIENCY_METRICS
+    assert stored == finalize.EFFICIENCY_METRICS

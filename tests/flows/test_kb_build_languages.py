@@ -20,7 +20,7 @@ from storage.catalog import MEMORY_LIMIT_ENV, auto_memory_limit
 from storage.manifest import read_manifest
 from storage.parquet_io import read_table
 from tasks.runs.config import RunConfig
-from tasks.runs.plan import plan_run
+from tasks.runs.planning import plan_run
 from tests.flows.test_flow_commands import api, linkedqa  # noqa: F401 - the harness API fixture
 
 WIKIDATA = [

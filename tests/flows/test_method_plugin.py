@@ -97,7 +97,7 @@ def test_a_plugin_method_runs_through_flow_runtime_run_machinery_and_catalog(plu
     from tasks.runs.config import RunConfig, load_plan
     from tasks.runs.evaluate import recompute_metrics
     from tasks.runs.finalize import read_predictions
-    from tasks.runs.plan import plan_questions
+    from tasks.runs.planning import plan_questions
 
     cfg = RunConfig(method="test-last-word", dataset="popqa", limit=6, shards=2, settings={"lowercase": "true"})
     run_id = run_method(cfg)

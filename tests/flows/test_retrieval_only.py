@@ -24,8 +24,8 @@ def _metrics(run_id: str) -> dict[str, float]:
 @pytest.mark.parametrize("method", ["bm25-rag", "er"])
 def test_answer_false_retrieves_without_an_llm(kb_home, prefect_harness, method):
     from flows.run_method import run_method_on
-    from tasks.runs.backends import _BACKENDS
     from tasks.runs.config import RunConfig
+    from tasks.runs.engine_pool import _BACKENDS
 
     cfg = RunConfig(method=method, dataset="factoidqa", limit=12, settings={"answer": "false"})
     run_id = run_method_on(cfg, "thread")

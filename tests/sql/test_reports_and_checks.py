@@ -31,7 +31,7 @@ from tasks.kb.stage import stage_shard
 from tasks.reports.views import print_report, report_view_names
 from tasks.runs.config import RunConfig
 from tasks.runs.finalize import finalize_run
-from tasks.runs.plan import plan_run
+from tasks.runs.planning import plan_run
 from tasks.runs.shard import execute_shard
 
 CHECKS = sorted((SQL_DIR / "checks").glob("*.sql"))

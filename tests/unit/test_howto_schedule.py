@@ -130,7 +130,7 @@ def test_the_field_table_is_run_config() -> None:
 
 def test_the_run_file_is_the_linkedqa_run_command_beside_it() -> None:
     from flows.cli import build_parser
-    from flows.cli.runs import run_config_from_args
+    from flows.cli.run_command import run_config_from_args
     from tasks.runs.config import RunConfig
 
     block = _blocks("bash", _after("<!-- same-run -->"))[0].replace("\\\n", " ")

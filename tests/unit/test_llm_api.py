@@ -99,7 +99,7 @@ def test_a_server_without_a_model_list_needs_api_given():
 
 
 def test_the_command_line_reads_the_key_the_backend_sends():
-    from flows.cli.runs import API_KEY_ENV
+    from flows.cli.run_command import API_KEY_ENV
     from tasks.llm.types import EngineConfig
 
     assert API_KEY_ENV == EngineConfig().api_key_env

@@ -51,7 +51,7 @@ def execute_run(a: argparse.Namespace, close: bool = True) -> str:
     """
     cfg = check_run_args(a)  # before the heavy imports: a bad argument is refused in ~1.5 s, not ~5
     from flows.run_method import run_method_on  # heavy: pulls prefect
-    from tasks.runs.backends import close_backends  # heavy: the LLM backends
+    from tasks.runs.engine_pool import close_backends  # heavy: the LLM backends
 
     bind_ephemeral_server()  # a SIGKILLed run must not leave Prefect's temporary server behind
     try:
