@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +32,32 @@ from storage.parquet_io import part_files, read_table, remove_temp_files, write_
 
 #: The tables a run folder holds, one folder each.
 RUN_TABLES = ("predictions", "metrics", "stages", "runs")
+
+
+class PredictionRow(TypedDict):
+    """One row of a run's ``predictions`` table: the columns of ``storage.schemas.PREDICTIONS``, in its order."""
+
+    run_id: str
+    method: str
+    dataset: str
+    split: str
+    question_id: str
+    shard: int
+    predicted_entities: list[str]
+    answer: str
+    answers: list[str]
+    trajectory: str
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    error: str | None
+    scores: dict[str, float] | None
+
+
+#: The columns a prediction row takes as they are from the runtime's output of its item (``ItemOutput``).
+ITEM_COLUMNS = ("question_id", "predicted_entities", "answer", "trajectory", "llm_calls", "prompt_tokens",
+                "completion_tokens", "latency_s", "error")
 
 
 class RunConfig(BaseModel):
@@ -227,7 +253,7 @@ class RunStore:
             return None
         return ShardRecord.model_validate(read_json(self.shard_record_path(i)) or {})
 
-    def write_shard(self, i: int, n: int, record: ShardRecord, rows: list[dict[str, Any]]) -> None:
+    def write_shard(self, i: int, n: int, record: ShardRecord, rows: list[PredictionRow]) -> None:
         """Write shard ``i``'s record, then, last, its predictions part (each atomically)."""
         write_json_atomic(self.shard_record_path(i), record.dump())
         write_table(rows, "predictions", self.shard_part(i, n))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.manifest import now_iso
-from storage.run_store import RunStore, ShardRecord
+from storage.run_store import ITEM_COLUMNS, PredictionRow, RunStore, ShardRecord
 from storage.side_files import write_side_outputs
 from tasks.methods.records import ItemOutput
 from tasks.methods.runtime import RunProgress, RuntimeStats, run_agents, run_agents_continuous
@@ -146,26 +146,23 @@ def run_shard(run: ResolvedRun, i: int) -> ShardRun:
                     getattr(backend, "dtype", None), t0, setup_s)
 
 
-def score_shard(run: ResolvedRun, ran: ShardRun) -> list[dict]:
+def score_shard(run: ResolvedRun, ran: ShardRun) -> list[PredictionRow]:
     """The shard's predictions rows: each item's output with its per-item scores.
 
     The metric family's scores first, then the agent's own, which win over a family score of the same name.
     """
     plan = run.plan
-    rows = [{
-        "run_id": plan.run_id, "method": plan.config.method, "dataset": plan.config.dataset, "split": plan.split,
-        "question_id": o["question_id"], "shard": ran.shard, "predicted_entities": o["predicted_entities"],
-        "answer": o["answer"], "answers": [str(a) for a in o["answers"]], "trajectory": o["trajectory"],
-        "llm_calls": o["llm_calls"], "prompt_tokens": o["prompt_tokens"], "completion_tokens": o["completion_tokens"],
-        "latency_s": o["latency_s"], "error": o["error"], "scores": None,
-    } for o in ran.outputs]
+    rows = [PredictionRow(run_id=plan.run_id, method=plan.config.method, dataset=plan.config.dataset,
+                          split=plan.split, shard=ran.shard, answers=[str(a) for a in o["answers"]], scores=None,
+                          **{c: o[c] for c in ITEM_COLUMNS})
+            for o in ran.outputs]
     scores = per_item_scores(run.family, rows, ran.questions, run.extra_metrics)
     for r, o in zip(rows, ran.outputs, strict=True):
         r["scores"] = {**scores.get(r["question_id"], {}), **o["scores"]}
     return rows
 
 
-def write_shard(run: ResolvedRun, ran: ShardRun, rows: list[dict], log: Log = print) -> ShardRecord:
+def write_shard(run: ResolvedRun, ran: ShardRun, rows: list[PredictionRow], log: Log = print) -> ShardRecord:
     """Write the shard's side outputs, its record and, last, its predictions part (each atomically); the record."""
     plan, i, stats = run.plan, ran.shard, ran.stats
     write_side_outputs(run.store.folder, ran.side_outputs)

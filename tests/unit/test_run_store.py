@@ -11,7 +11,18 @@ import pytest
 from storage import layout
 from storage.done import read_json
 from storage.manifest import read_manifest
-from storage.run_store import RUN_TABLES, RunConfig, RunManifest, RunPlan, RunStore, ShardRecord
+from storage.run_store import (
+    ITEM_COLUMNS,
+    RUN_TABLES,
+    PredictionRow,
+    RunConfig,
+    RunManifest,
+    RunPlan,
+    RunStore,
+    ShardRecord,
+)
+from storage.schemas import PREDICTIONS
+from tasks.methods.records import ItemOutput
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,3 +118,11 @@ def test_nothing_outside_storage_joins_a_run_path_or_reads_a_run_json() -> None:
                 found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert found == []
     assert layout.PLAN == "plan.json"
+
+
+def test_one_prediction_row_for_the_schema_and_the_code() -> None:
+    """The row type has the schema's columns in its order; the columns taken from an item's output are fields of
+    the runtime's ``ItemOutput``."""
+    assert list(PredictionRow.__annotations__) == PREDICTIONS.names
+    assert set(ITEM_COLUMNS) | {"answers", "scores"} <= set(ItemOutput.__annotations__)
+    assert set(ITEM_COLUMNS) < set(PREDICTIONS.names)
