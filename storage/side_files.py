@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from storage.done import temp_path
 from storage.manifest import read_json, write_json_atomic
 
 
@@ -29,6 +30,18 @@ def write_jsonl_atomic(path: Path, records: list[dict]) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def save_npy_atomic(path: Path, array: np.ndarray) -> None:
+    """Write ``array`` as ``.npy`` to ``path``: temp file (``storage.done.temp_path``), then rename."""
+    tmp = temp_path(path)
+    try:
+        with open(tmp, "wb") as fh:
+            np.save(fh, array)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_side_outputs(folder: Path, outputs: Mapping[str, Any] | None) -> list[Path]:
@@ -71,9 +84,7 @@ class ArtifactCache:
             return np.load(path)
         value = compute()
         self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}.npy")
-        np.save(tmp, value)
-        os.replace(tmp, path)
+        save_npy_atomic(path, value)
         return value
 
     def json(self, key: str, compute: Callable[[], Any]) -> Any:

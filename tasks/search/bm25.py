@@ -59,6 +59,7 @@ import tantivy
 
 from storage.done import DONE, is_done, mark_done, read_done, sweep_temps
 from storage.manifest import now_iso
+from storage.side_files import save_npy_atomic
 from tasks.progress import phase, progress
 from tasks.workers import cpu_count, pool_initializer
 
@@ -595,10 +596,7 @@ class BM25Index:
             return np.load(path, mmap_mode="r")
         rank = tie_rank(self._docs, self.TIE_KEY)
         with contextlib.suppress(OSError):  # a read-only index folder: this process keeps it in memory
-            tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
-            with open(tmp, "wb") as f:
-                np.save(f, rank)
-            os.replace(tmp, path)
+            save_npy_atomic(path, rank)
         return rank
 
     @functools.cached_property
