@@ -624,9 +624,12 @@ def trajectory_events() -> str:
         (kind,) = typing.get_args(hints.pop("kind"))
         fields = ", ".join(f"`{k}` ({_event_type(t)})" for k, t in hints.items())
         rows.append(f"| `{kind}` | {fields} | {_md_cell(_rst((cls.__doc__ or '').strip().split(chr(10) * 2)[0]))} |")
-    notes = ", ".join(f"`{n}`" for n in (records.RETRIEVED, records.ANSWERED_BY, records.FALLBACK))
-    rows.append("| `note` | the method's own: `step` names what it logs (`search`, `answer`, ...) | what an agent "
-                f"logs with `ItemContext.log`: parsed actions, and the notes metrics read ({notes}) |")
+    from tasks.metrics.trajectory import READ_NOTES
+
+    notes = "; ".join(" + ".join(f"`{k}`" for k in typing.get_type_hints(cls)) for cls in READ_NOTES.values())
+    rows.append("| `note` | the method's own: `step` names what it logs (`search`, `answer`, ...); or one note "
+                f"metrics read, typed: {notes} | what an agent logs with `ItemContext.log`: parsed actions, and the "
+                "notes metrics read (another shape of theirs is the item's error) |")
     return "\n".join(rows)
 
 

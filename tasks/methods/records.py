@@ -4,8 +4,7 @@ What an agent may return, what the runtime hands back per item, and the trajecto
 
 A method author reads this file to know the contract of an agent (docs/architecture.md#methods):
 
-* an agent returns an :class:`AgentResult` (a ``dict`` of its field names is accepted and converted; another key
-  is an item error);
+* an agent returns an :class:`AgentResult` or ``None`` (anything else, a ``dict`` included, is an item error);
 * the runtime returns one :class:`ItemOutput` per item: the result's fields plus the runtime's bookkeeping, which
   ``tasks.runs.shard.execute_shard`` turns into one row of the ``predictions`` table;
 * every tool declares its payload and result as typed dicts beside it: the entity search
@@ -15,8 +14,10 @@ A method author reads this file to know the contract of an agent (docs/architect
   ``Article``), AnchorRAG's relation similarity (``tasks.methods.anchorrag.tools``) and EA's candidates and
   selectors (``tasks.methods.ea.embed_method.CandidatesResult``, ``tasks.methods.ea.agent_method.SelectResult``);
 * the trajectory is a JSON list of events (:data:`TrajectoryEvent`); the notes metrics read (documents retrieved,
-  how an answer was obtained, why it fell back) are written with :func:`note_retrieved` / :func:`note_answered_by`
-  / :func:`note_fallback` and read back with :func:`read_notes`, so both sides name the same fields.
+  how an answer was obtained, why it fell back) are typed (:class:`RetrievedNote`, :class:`AnsweredByNote`,
+  :class:`FallbackNote`), written with :func:`note_retrieved` / :func:`note_answered_by` / :func:`note_fallback`
+  and read back with :func:`read_notes`, so both sides name the same fields; a note of theirs in another shape is
+  the item's error (:func:`note_event`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ from tasks.metrics.trajectory import (
     ANSWERED_BY,
     FALLBACK,
     RETRIEVED,
+    AnsweredByNote,
+    FallbackNote,
+    RetrievedNote,
     TrajectoryNotes,
+    checked_note,
     note_answered_by,
     note_fallback,
     note_retrieved,
@@ -142,10 +147,29 @@ class ErrorEvent(TypedDict):
     error: str
 
 
-#: A note is ``{"kind": "note", **entry}`` for what an agent logs with ``ItemContext.log``.
-TrajectoryEvent = LlmEvent | ToolEvent | ErrorEvent | dict
+class NoteEvent(TypedDict, extra_items=Any):
+    """What an agent logs with ``ItemContext.log``: a note metrics read, or the method's own (its parsed action)."""
+
+    kind: Literal["note"]
+
+
+#: What an agent may log: a note metrics read, or the method's own fields (:func:`checked_note` says which).
+Note = RetrievedNote | AnsweredByNote | FallbackNote | Mapping[str, Any]
+
+TrajectoryEvent = LlmEvent | ToolEvent | ErrorEvent | NoteEvent
+
+
+def note_event(note: Note) -> NoteEvent:
+    """The trajectory event of a note an agent logs, once :func:`checked_note` accepted it.
+
+    Raises:
+        TypeError: The note is not one an agent may log (see :func:`checked_note`).
+    """
+    return NoteEvent(kind="note", **checked_note(note))
+
 
 #: The notes metrics read are written and read through one module, so both sides name the same fields.
-__all__ = ["ANSWERED_BY", "FALLBACK", "RETRIEVED", "AgentResult", "ErrorEvent", "ItemOutput", "LlmEvent", "ToolEvent",
-           "TrajectoryEvent", "TrajectoryNotes", "item_output", "note_answered_by", "note_fallback", "note_retrieved",
+__all__ = ["ANSWERED_BY", "FALLBACK", "RETRIEVED", "AgentResult", "AnsweredByNote", "ErrorEvent", "FallbackNote",
+           "ItemOutput", "LlmEvent", "Note", "NoteEvent", "RetrievedNote", "ToolEvent", "TrajectoryEvent",
+           "TrajectoryNotes", "item_output", "note_answered_by", "note_event", "note_fallback", "note_retrieved",
            "read_notes"]

@@ -40,7 +40,17 @@ from typing import Any
 
 from tasks.llm.streaming import open_session
 from tasks.llm.types import ChatRequest, Completion, LLMBackend
-from tasks.methods.records import AgentResult, ItemOutput, item_output
+from tasks.methods.records import (
+    AgentResult,
+    ErrorEvent,
+    ItemOutput,
+    LlmEvent,
+    Note,
+    ToolEvent,
+    TrajectoryEvent,
+    item_output,
+    note_event,
+)
 from tasks.progress import llm_batch_progress
 
 log = logging.getLogger(__name__)
@@ -72,16 +82,21 @@ class ItemContext:
     """Per-item bookkeeping the agent can write to (``log``) and the runtime fills (counters)."""
 
     item_id: str
-    trajectory: list[dict] = field(default_factory=list)
+    trajectory: list[TrajectoryEvent] = field(default_factory=list)
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
     cached_calls: int = 0
 
-    def log(self, entry: dict) -> None:
-        """Append an agent-side record (e.g. the parsed action) to the trajectory."""
-        self.trajectory.append({"kind": "note", **entry})
+    def log(self, note: Note) -> None:
+        """Append an agent-side note (e.g. the parsed action) to the trajectory.
+
+        Raises:
+            TypeError: A note metrics read in another shape, or a ``kind`` key (``records.note_event``): the item's
+                error, nothing stored.
+        """
+        self.trajectory.append(note_event(note))
 
     def count(self, comp: Completion) -> int:
         """Add one LLM call's counters; returns its freshly generated tokens (0 for a response-cache hit)."""
@@ -246,7 +261,7 @@ class _Items:
     def fail(self, i: int, msg: str) -> None:
         """End item ``i`` with an error (recorded in its trajectory)."""
         self.errors[i] = msg
-        self.ctxs[i].trajectory.append({"kind": "error", "error": msg})
+        self.ctxs[i].trajectory.append(ErrorEvent(kind="error", error=msg))
         if (gen := self.gens.pop(i, None)) is not None:
             gen.close()
 
@@ -274,11 +289,13 @@ class _Items:
             return
         del self.waiting[i]
         for req, c in zip(action.requests, action.answers, strict=True):
-            self.ctxs[i].trajectory.append(
-                {"kind": "llm", "step": self.actions[i], "prompt_hash": req.prompt_hash(), "raw_output": c.text,
-                 "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "cached": c.cached,
-                 **({} if c.cached else {"prefix_cached_tokens": c.prefix_cached_tokens}),
-                 **({"error": c.error} if c.error else {})})
+            event = LlmEvent(kind="llm", step=self.actions[i], prompt_hash=req.prompt_hash(), raw_output=c.text,
+                             prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens, cached=c.cached)
+            if not c.cached:
+                event["prefix_cached_tokens"] = c.prefix_cached_tokens
+            if c.error:
+                event["error"] = c.error
+            self.ctxs[i].trajectory.append(event)
         self._resume(i, list(action.answers) if action.multi else action.answers[0])
 
     def run_tools(self, queued: dict[str, list[tuple[int, Any]]]) -> None:
@@ -289,8 +306,8 @@ class _Items:
             self.stats.tool_seconds += time.perf_counter() - t0
             self.stats.tool_calls += 1
             for (i, payload), out in zip(group, outs, strict=True):
-                self.ctxs[i].trajectory.append({"kind": "tool", "step": self.actions[i], "tool": name,
-                                                "payload": _truncate(payload), "result": _truncate(out)})
+                self.ctxs[i].trajectory.append(ToolEvent(kind="tool", step=self.actions[i], tool=name,
+                                                         payload=_truncate(payload), result=_truncate(out)))
                 self._resume(i, out)
 
     def report(self, step: int | None = None, batch_done: int = 0, batch_total: int = 0, batch_tokens: int = 0,

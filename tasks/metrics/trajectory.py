@@ -1,9 +1,10 @@
 """The trajectory notes metrics read: documents retrieved, how an answer was obtained, why it fell back.
 
-Agents write them through :func:`note_retrieved` / :func:`note_answered_by` / :func:`note_fallback` and metrics
-(and the failure stages) read them back with
-:func:`read_notes`, so one module names the fields for both sides (``tasks.methods.records`` holds the rest of the
-agent contract).
+Agents write them through :func:`note_retrieved` / :func:`note_answered_by` / :func:`note_fallback` (typed:
+:class:`RetrievedNote`, :class:`AnsweredByNote`, :class:`FallbackNote`) and metrics (and the failure stages) read
+them back with :func:`read_notes`, so one module names the fields for both sides (``tasks.methods.records`` holds
+the rest of the agent contract). :func:`checked_note` refuses, before it is stored, a note that uses one of their
+fields in another shape, so what metrics read is always what these types say.
 """
 
 from __future__ import annotations
@@ -11,25 +12,93 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_type_hints
+
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 #: Note fields metrics read.
 RETRIEVED, ANSWERED_BY, FALLBACK = "retrieved", "answered_by", "fallback"
 
 
-def note_retrieved(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+class RetrievedDoc(TypedDict):
+    """One retrieved document as a note keeps it."""
+
+    id: str
+    title: str | None
+    text: str
+
+
+class RetrievedNote(TypedDict):
+    """The documents an item retrieved, best first (the retrieval metrics read their texts)."""
+
+    retrieved: list[RetrievedDoc]
+
+
+class AnsweredByNote(TypedDict):
+    """How an item's answer was obtained (AnchorRAG/ToG's Fig. 3 split)."""
+
+    answered_by: Literal["retrieval", "cot"]
+
+
+class FallbackNote(TypedDict):
+    """An item that fell back to another mode (ER: closed-book) and why (its failure stage reads the reason)."""
+
+    fallback: str
+    reason: str
+
+
+#: A note metrics read, by the field that names it.
+READ_NOTES: dict[str, type] = {RETRIEVED: RetrievedNote, ANSWERED_BY: AnsweredByNote, FALLBACK: FallbackNote}
+_ADAPTERS = {name: TypeAdapter(cls) for name, cls in READ_NOTES.items()}
+
+
+def note_retrieved(docs: Sequence[Mapping[str, Any]]) -> RetrievedNote:
     """The note of the documents an item retrieved (``id``, ``title``, ``text`` each), for ``ItemContext.log``."""
-    return {RETRIEVED: [{"id": str(d["id"]), "title": d["title"], "text": d["text"]} for d in docs]}
+    return RetrievedNote(retrieved=[RetrievedDoc(id=str(d["id"]), title=d["title"], text=d["text"]) for d in docs])
 
 
-def note_answered_by(source: Literal["retrieval", "cot"]) -> dict[str, Any]:
+def note_answered_by(source: Literal["retrieval", "cot"]) -> AnsweredByNote:
     """The note of how an item's answer was obtained, for ``ItemContext.log``."""
-    return {ANSWERED_BY: source}
+    return AnsweredByNote(answered_by=source)
 
 
-def note_fallback(mode: str, reason: str) -> dict[str, Any]:
+def note_fallback(mode: str, reason: str) -> FallbackNote:
     """The note of an item that fell back to another mode (ER: closed-book) and why, for ``ItemContext.log``."""
-    return {FALLBACK: mode, "reason": reason}
+    return FallbackNote(fallback=mode, reason=reason)
+
+
+def checked_note(note: Mapping[str, Any]) -> dict[str, Any]:
+    """``note`` as a plain dict, once checked: a note metrics read is exactly its type, any other is the method's own.
+
+    A method's own note (its parsed action, a step's counts) has string keys, none of them ``kind`` (the event's)
+    nor a field of a note metrics read.
+
+    Raises:
+        TypeError: Not a mapping with string keys, a ``kind`` key, more than one read note's field, or a read
+            note's field in another shape (a missing or extra key, a wrong type). Inside an agent this is the
+            item's error, and the note is not stored.
+    """
+    if not isinstance(note, Mapping) or not all(isinstance(key, str) for key in note):
+        raise TypeError(f"a trajectory note is a mapping with string keys, not {type(note).__name__}")
+    if "kind" in note:
+        raise TypeError("a trajectory note has no 'kind' key (the runtime sets the event's kind)")
+    named = [name for name in READ_NOTES if name in note]
+    if not named:
+        return dict(note)
+    if len(named) > 1:
+        raise TypeError(f"one read note per entry, got the fields {named}")
+    (name,) = named
+    expected = set(get_type_hints(READ_NOTES[name]))
+    if set(note) != expected:
+        raise TypeError(f"a {name!r} note has exactly the keys {sorted(expected)}, got {sorted(note)} "
+                        f"(build it with note_{name}())")
+    try:
+        _ADAPTERS[name].validate_python(note, strict=True)
+    except ValidationError as exc:
+        raise TypeError(f"a {name!r} note of the wrong shape: {exc.errors()[0]['loc']}: "
+                        f"{exc.errors()[0]['msg']}") from None
+    return dict(note)
 
 
 @dataclass(frozen=True)

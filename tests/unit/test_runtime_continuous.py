@@ -7,6 +7,7 @@ control flow); the real engine's continuous path is exercised end to end by the 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -18,7 +19,7 @@ from tasks.llm.scripted import ScriptedBackend
 from tasks.llm.streaming import BatchSession, ThreadSession, open_session
 from tasks.llm.types import ChatRequest, Completion, SamplingConfig
 from tasks.methods.ela.method import ElaSettings, ela_agent
-from tasks.methods.records import AgentResult
+from tasks.methods.records import AgentResult, note_answered_by, read_notes
 from tasks.methods.runtime import AgentError, ItemContext, LLMCall, ToolCall, run_agents, run_agents_continuous
 from tests.unit.test_runtime_ela import _script, search_tool
 
@@ -188,14 +189,22 @@ def test_both_schedulers_fail_an_item_alike(runtime):
         yield ToolCall("count", 1)
         return {"answer": "x"}
 
+    def untyped_note(item, ctx):
+        yield ToolCall("count", 1)
+        ctx.log({"answered_by": "kb_lookup"})  # a field metrics read, outside its type
+        return AgentResult(answer="x")
+
     def typed(item, ctx):
         n = yield ToolCall("count", 2)
+        ctx.log(note_answered_by("retrieval"))
+        ctx.log({"step": "count", "n": n})
         return AgentResult(answer=str(n), scores={"n": float(n)}, side={"kept": True})
 
     tools = {"count": lambda ps: ps}
     cases = [(looping, {"max_steps": 3}, "step limit 3 exceeded"),
              (empty_list, {}, "AgentError: agent yielded an unsupported action list"),
-             (a_dict, {}, "AgentError: agent returned dict, expected AgentResult")]
+             (a_dict, {}, "AgentError: agent returned dict, expected AgentResult"),
+             (untyped_note, {}, "TypeError: a 'answered_by' note of the wrong shape")]
     for agent, kw, error in cases:
         (out,), _ = runtime(agent, [{"question_id": "a"}], None, tools, **kw)
         assert out["error"].startswith(error), out["error"]
@@ -204,6 +213,9 @@ def test_both_schedulers_fail_an_item_alike(runtime):
     (out,), _ = runtime(typed, [{"question_id": "a"}], None, tools)
     assert out["error"] is None and out["answer"] == "2" and out["scores"] == {"n": 2.0} and out["side"] == {
         "kept": True}
+    events = json.loads(out["trajectory"])
+    assert events[1:] == [{"kind": "note", "answered_by": "retrieval"}, {"kind": "note", "step": "count", "n": 2}]
+    assert read_notes(out["trajectory"]).answered_by == "retrieval"
 
 
 @pytest.mark.parametrize("n", [0, 1])
@@ -218,3 +230,29 @@ def test_vllm_request_ids_map_to_the_ids_outputs_carry():
     assert _external_id("17-1a2b3c4d") == "17"  # LLM.enqueue_chat's id: counter + random suffix
     assert _external_id("17") == "17"  # VLLM_DISABLE_REQUEST_ID_RANDOMIZATION
     assert _external_id("custom-id") == "custom-id"
+
+
+def test_a_note_metrics_read_is_its_type_or_refused():
+    """What metrics read from a trajectory is what the note types say: the builders' notes pass as built, a method's
+    own note passes as given, and a read note's field in another shape (or an event's ``kind``) is refused."""
+    from tasks.methods.records import note_event, note_fallback, note_retrieved
+
+    docs = [{"id": 7, "title": None, "text": "Paris is the capital."}]
+    assert note_event(note_retrieved(docs)) == {"kind": "note", "retrieved": [
+        {"id": "7", "title": None, "text": "Paris is the capital."}]}
+    assert note_event(note_fallback("closed-book", "no documents")) == {
+        "kind": "note", "fallback": "closed-book", "reason": "no documents"}
+    assert note_event({"step": "search", "parsed": ["Paris"]}) == {"kind": "note", "step": "search",
+                                                                  "parsed": ["Paris"]}
+    refused = {
+        "kind": ({"kind": "tool", "step": "x"}, "no 'kind' key"),
+        "int id": ({"retrieved": [{"id": 7, "title": "t", "text": "x"}]}, "('retrieved', 0, 'id')"),
+        "extra key": ({"retrieved": [], "score": 1.0}, "exactly the keys ['retrieved']"),
+        "reason missing": ({"fallback": "closed-book"}, "build it with note_fallback()"),
+        "two notes": ({"answered_by": "cot", "fallback": "x", "reason": "y"}, "one read note per entry"),
+        "not a mapping": ([("step", "x")], "not list"),
+    }
+    for name, (note, message) in refused.items():
+        with pytest.raises(TypeError, match=re.escape(message)):
+            note_event(note)
+            pytest.fail(name)
