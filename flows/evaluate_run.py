@@ -11,7 +11,7 @@ from __future__ import annotations
 from prefect import flow
 
 from storage import layout
-from storage.catalog import complete_runs
+from storage.catalog import done_runs
 from tasks.eval_tasks import compare_metrics_task, rewrite_metrics_task
 from tasks.kb_tasks import refresh_catalog_task
 
@@ -33,7 +33,7 @@ def evaluate_run(run_ids: list[str] | None = None, all_runs: bool = False, write
         ValueError: Neither run ids nor ``all_runs``.
     """
     root = layout.home()
-    ids = [r for r, _ in complete_runs(root)] if all_runs else [layout.safe_name(r, "run id") for r in run_ids or []]
+    ids = [r for r, _ in done_runs(root)] if all_runs else [layout.safe_name(r, "run id") for r in run_ids or []]
     if not ids and not all_runs:
         raise ValueError("give one RUN_ID or --all")
     reports = []

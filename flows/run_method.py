@@ -19,7 +19,7 @@ from storage import layout
 from storage.manifest import now_iso
 from tasks.index_tasks import run_index_kinds_task
 from tasks.run_tasks import execute_shard_task, finalize_run_task, plan_run_task, publish_run_artifact
-from tasks.runs.config import RunConfig, run_is_complete
+from tasks.runs.config import RunConfig, run_is_done
 
 
 @flow(name="run_method", task_runner=ThreadPoolTaskRunner(max_workers=1))
@@ -37,7 +37,7 @@ def run_method(cfg: RunConfig) -> str:
     """
     root, data = str(layout.home()), str(layout.data_root())
     plan = plan_run_task(cfg, root, data)
-    if run_is_complete(plan.run_id):
+    if run_is_done(plan.run_id):
         print(f"run {plan.run_id} already complete: nothing to do")
         return plan.run_id
     kinds = run_index_kinds_task(plan, root)

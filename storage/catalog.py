@@ -156,7 +156,7 @@ def _empty_file(table: str, root: Path) -> Path:
     return path
 
 
-def _complete_under(base: Path) -> list[tuple[str, dict]]:
+def _done_under(base: Path) -> list[tuple[str, dict]]:
     """(name, manifest) of the folders under ``base`` that have a manifest (are published), oldest first."""
     out = []
     if base.is_dir():
@@ -167,30 +167,30 @@ def _complete_under(base: Path) -> list[tuple[str, dict]]:
     return sorted(out, key=lambda nm: (nm[1].get("written_at", ""), nm[0]))
 
 
-def complete_kb_versions(root: Path | None = None) -> list[tuple[str, dict]]:
-    """Published KB versions, oldest first, with their manifests."""
-    return _complete_under(layout.kb_root(root))
+def done_kb_versions(root: Path | None = None) -> list[tuple[str, dict]]:
+    """Done (published) KB versions, oldest first, with their manifests."""
+    return _done_under(layout.kb_root(root))
 
 
 def latest_kb_version(root: Path | None = None) -> str | None:
     """The newest published KB version, or None."""
-    versions = complete_kb_versions(root)
+    versions = done_kb_versions(root)
     return versions[-1][0] if versions else None
 
 
-def complete_dataset_versions(root: Path | None = None) -> list[tuple[str, str, dict]]:
-    """Published dataset versions as (dataset, version, manifest), oldest first."""
+def done_dataset_versions(root: Path | None = None) -> list[tuple[str, str, dict]]:
+    """Done (published) dataset versions as (dataset, version, manifest), oldest first."""
     base = layout.datasets_root(root)
     out = []
     if base.is_dir():
         for ds in sorted(p for p in base.iterdir() if p.is_dir()):
-            out.extend((ds.name, version, m) for version, m in _complete_under(ds))
+            out.extend((ds.name, version, m) for version, m in _done_under(ds))
     return sorted(out, key=lambda x: (x[2].get("written_at", ""), x[0], x[1]))
 
 
-def complete_runs(root: Path | None = None) -> list[tuple[str, dict]]:
-    """Finished runs as (run_id, manifest), oldest first."""
-    return _complete_under(layout.runs_root(root))
+def done_runs(root: Path | None = None) -> list[tuple[str, dict]]:
+    """Done runs (their manifest exists) as (run_id, manifest), oldest first."""
+    return _done_under(layout.runs_root(root))
 
 
 def _union_sql(table: str, sources: list[_Source], root: Path, tag_cols: tuple[str, ...]) -> str:
@@ -251,7 +251,7 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
     """
     root = root or layout.home()
     counts: dict[str, int] = {}
-    kb_versions = complete_kb_versions(root)
+    kb_versions = done_kb_versions(root)
     latest_kb = kb_versions[-1][0] if kb_versions else ""
     for table in KB_TABLES:
         sources = [
@@ -264,7 +264,7 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
             f"WHERE kb_version = {sql_literal(latest_kb)}"
         )
 
-    ds_versions = complete_dataset_versions(root)
+    ds_versions = done_dataset_versions(root)
     sources = [
         _Source(part_files(layout.dataset_dir(d, v, root) / "questions"), "dataset_version", v, {})
         for d, v, _ in ds_versions
@@ -281,7 +281,7 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> dic
     )
     con.execute(f"CREATE OR REPLACE VIEW latest_questions AS SELECT * FROM questions WHERE {cond or 'false'}")
 
-    runs = complete_runs(root)
+    runs = done_runs(root)
     for table in ("predictions", "metrics", "runs", "stages"):
         # metrics carry the version of the metric rules their values were computed with (manifest; 1 where the
         # manifest has none), so values of different rule versions never mix silently

@@ -22,7 +22,7 @@ from storage.done import is_done, mark_done, read_done, read_json, write_json_at
 from storage.layout import REPO_ROOT
 
 __all__ = [
-    "MANIFEST", "config_hash", "file_fingerprint", "git_sha", "is_complete", "now_iso", "read_json",
+    "MANIFEST", "config_hash", "file_fingerprint", "git_sha", "manifest_done", "now_iso", "read_json",
     "read_manifest", "redact", "write_json_atomic", "write_manifest",
 ]
 
@@ -68,8 +68,8 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     return read_done(folder, name=MANIFEST)
 
 
-def is_complete(folder: Path) -> bool:
-    """Whether the folder has its manifest (i.e. is a published result)."""
+def manifest_done(folder: Path) -> bool:
+    """Whether the folder is done: its manifest exists (a published result)."""
     return is_done(folder, name=MANIFEST)
 
 

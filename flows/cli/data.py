@@ -8,7 +8,7 @@ from pathlib import Path
 
 from flows.cli.command_env import start_prefect
 from storage import layout
-from storage.catalog import complete_dataset_versions
+from storage.catalog import done_dataset_versions
 from storage.parquet_io import read_table
 from tasks.datasets.jsonl import DEFAULT_TASK, check_task
 
@@ -17,7 +17,7 @@ def cmd_data_list(a: argparse.Namespace) -> int:
     """``linkedqa data list``: known datasets and what is stored."""
     from tasks.datasets.registry import known_datasets  # heavy: the dataset loaders (see the top of this module)
 
-    stored = {d: m for d, _, m in complete_dataset_versions()}
+    stored = {d: m for d, _, m in done_dataset_versions()}
     for name, desc in known_datasets().items():
         m = stored.pop(name, None)
         splits = ", ".join(f"{s}={n:,}" for s, n in m["splits"].items()) if m else "not loaded"

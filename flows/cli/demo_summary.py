@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from storage import layout
-from storage.catalog import complete_dataset_versions
+from storage.catalog import done_dataset_versions
 from storage.run_store import RunStore
 from tasks.metrics.stages import stage_counts
 from tasks.runs.failure_stages import read_stages
@@ -32,7 +32,7 @@ def _bin(name: str) -> str:
 
 def _split_size(dataset: str, split: str, root: Path | None = None) -> int | None:
 
-    sizes = [m.get("splits", {}).get(split) for d, _, m in complete_dataset_versions(root) if d == dataset]
+    sizes = [m.get("splits", {}).get(split) for d, _, m in done_dataset_versions(root) if d == dataset]
     return sizes[-1] if sizes and sizes[-1] else None
 
 

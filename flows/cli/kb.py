@@ -9,7 +9,7 @@ from pathlib import Path
 from flows.cli.args import parse_wiki_spec, with_memory_limit
 from flows.cli.command_env import start_prefect
 from storage import layout
-from storage.catalog import complete_kb_versions
+from storage.catalog import done_kb_versions
 from tasks.kb.plan import ALL_LANGUAGES
 from tasks.kb.pool import shutdown_pool, warm_pool
 
@@ -69,7 +69,7 @@ def cmd_kb_index(a: argparse.Namespace) -> int:
 
 def cmd_kb_list(a: argparse.Namespace) -> int:
     """``linkedqa kb list``."""
-    versions = complete_kb_versions()
+    versions = done_kb_versions()
     if not versions:
         print("no KB built yet (linkedqa kb build --sample)")
     for v, m in versions:

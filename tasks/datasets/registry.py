@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import layout
-from storage.catalog import complete_dataset_versions
+from storage.catalog import done_dataset_versions
 from storage.manifest import read_manifest
 from tasks.datasets import dbp15k, entity_qa, jsonl, lcquad2, qald, simplequestions, tog_kgqa, webqsp_el
 from tasks.datasets.base import LoadedDataset
@@ -105,7 +105,7 @@ def dataset_task(name: str, root: Path | None = None, version: str | None = None
     if version is not None:
         manifest = read_manifest(layout.dataset_dir(name, version, root))
     else:
-        stored = [m for d, _, m in complete_dataset_versions(root) if d == name]
+        stored = [m for d, _, m in done_dataset_versions(root) if d == name]
         manifest = stored[-1] if stored else None
     return (manifest or {}).get("task", jsonl.DEFAULT_TASK)
 

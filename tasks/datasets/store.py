@@ -15,7 +15,7 @@ from pathlib import Path
 
 from storage import layout
 from storage.artifacts import ArtifactRef
-from storage.catalog import complete_dataset_versions
+from storage.catalog import done_dataset_versions
 from storage.done import sweep_temps
 from storage.manifest import config_hash, file_fingerprint, read_manifest, write_manifest
 from storage.parquet_io import write_table
@@ -44,7 +44,7 @@ def dataset_version(name: str, sources: list[Path], task: str | None = None) -> 
 def _precise_now() -> str:
     """The ``written_at`` of an import: UTC to the microsecond.
 
-    Two imports of a dataset within one second keep their order (``complete_dataset_versions`` sorts by it; the
+    Two imports of a dataset within one second keep their order (``done_dataset_versions`` sorts by it; the
     newest is the one runs read).
     """
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
@@ -103,7 +103,7 @@ def store_dataset(name: str, data_root: Path, import_file: Path | None = None,
 
 def latest_dataset_folder(name: str, root: Path | None = None) -> Path | None:
     """Folder of the newest stored version of a dataset, or None."""
-    found = [v for d, v, _ in complete_dataset_versions(root) if d == name]
+    found = [v for d, v, _ in done_dataset_versions(root) if d == name]
     return layout.dataset_dir(name, found[-1], root) if found else None
 
 

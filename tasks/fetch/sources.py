@@ -78,7 +78,7 @@ __all__ = [
     "fetch_datasets",
     "fetch_groups",
     "file_groups",
-    "file_is_present",
+    "file_is_fetched",
     "missing_files",
     "mirror_url",
     "parse_sums",
@@ -212,7 +212,7 @@ def dataset_files(name: str) -> list[BenchmarkFile]:
     return [FILES[p] for p in DATASET_FILES[name]]
 
 
-def file_is_present(bf: BenchmarkFile, root: Path) -> bool:
+def file_is_fetched(bf: BenchmarkFile, root: Path) -> bool:
     """True when ``root/bf.path`` exists with the pinned sha256 (or, for a re-gzip'd file, the pinned content)."""
     dest = Path(root) / bf.path
     if not dest.is_file():
@@ -269,7 +269,7 @@ def fetch_benchmark_file(bf: BenchmarkFile, root: Path, *, mirror: str | None = 
     """
     root = Path(root)
     dest = root / bf.path
-    if file_is_present(bf, root):
+    if file_is_fetched(bf, root):
         return FetchedFile(bf, dest, "present", dest.stat().st_size)
     url = mirror_url(bf.url, mirror)
     source = {"repository": bf.repo.name, "commit": bf.repo.commit, "path": bf.repo_path, "official_url": bf.url}

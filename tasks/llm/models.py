@@ -127,8 +127,8 @@ def model_dir(slug: str = EMBEDDED_MODEL, root: Path | None = None) -> Path:
     return (root or layout.models_root()) / layout.safe_name(slug, "model slug")
 
 
-def is_prepared(path: Path) -> bool:
-    """Whether ``path`` holds a completely converted model (its done marker, or a legacy one, exists)."""
+def model_done(path: Path) -> bool:
+    """Whether ``path`` holds a converted model that is done: its done marker (or a legacy one) exists."""
     return is_done(path, MARKER, unit="model")
 
 
@@ -342,10 +342,10 @@ def prepare_model(
     """
     root = (root or layout.models_root()).resolve()
     final = model_dir(src.slug, root)
-    if is_prepared(final) and not force:
+    if model_done(final) and not force:
         return final
     with _file_lock(root / f".{src.slug}.lock"):
-        if is_prepared(final) and not force:  # another process finished while we waited
+        if model_done(final) and not force:  # another process finished while we waited
             return final
         # leftovers of killed runs: no other preparer can be active (we hold the lock)
         sweep_temps(root, (f".tmp-{src.slug}-*",), recursive=False, all_pids=True)
@@ -409,7 +409,7 @@ def prepare_embedded_model(root: Path | None = None, force: bool = False, keep_g
         ``<root>/qwen2.5-coder-0.5b-instruct``, containing HF safetensors and its done marker.
     """
     final = model_dir(EMBEDDED_MODEL, root)
-    if is_prepared(final) and not force:  # fast path: no wheel lookup, no heavy import
+    if model_done(final) and not force:  # fast path: no wheel lookup, no heavy import
         return final
     return prepare_model(embedded_source(), root, force=force, keep_gguf=keep_gguf)
 
@@ -421,7 +421,7 @@ def prepare_fallback_model(root: Path | None = None, force: bool = False) -> Pat
         ModelPrepError: The package is not installed (it is not in the lock; install it yourself to use it).
     """
     final = model_dir(FALLBACK_MODEL, root)
-    if is_prepared(final) and not force:
+    if model_done(final) and not force:
         return final
     gguf = fallback_gguf()
     if gguf is None:

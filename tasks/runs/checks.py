@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from storage import layout
-from storage.catalog import complete_dataset_versions
+from storage.catalog import done_dataset_versions
 from tasks.datasets.registry import UnknownDataset, dataset_task, known_datasets
 from tasks.llm.api import applied_api, check_model_served, probe_server, resolve_api
 from tasks.llm.models import model_label
@@ -35,7 +35,7 @@ def check_run_config(cfg: RunConfig, root: Path | None = None) -> tuple[Any, Bas
     method_cls = get_method(cfg.method)
     settings = method_cls.parse_settings(cfg.settings)
     layout.safe_name(cfg.dataset, "dataset name")
-    if cfg.dataset not in known_datasets() and cfg.dataset not in {d for d, _, _ in complete_dataset_versions(root)}:
+    if cfg.dataset not in known_datasets() and cfg.dataset not in {d for d, _, _ in done_dataset_versions(root)}:
         raise UnknownDataset(cfg.dataset)
     task = dataset_task(cfg.dataset, root)
     method_cls.check_task(cfg.dataset, task)

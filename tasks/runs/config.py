@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from storage import layout
-from storage.catalog import complete_kb_versions, latest_kb_version
+from storage.catalog import done_kb_versions, latest_kb_version
 from storage.layout import INDEX_FORMAT
 from storage.manifest import config_hash
 from storage.run_store import RunConfig as RunConfig  # re-exported: the run machinery's vocabulary
@@ -49,12 +49,12 @@ OPERATIONAL_FIELDS = ("base_url", "cache", "timeout_s", "max_retries", "api_key_
 
 def resolve_kb(kb: str | None, root: Path | None = None) -> str | None:
     """Resolve ``--kb``: an exact version, the newest version whose name matches, or the newest overall."""
-    versions = [v for v, _ in complete_kb_versions(root)]
+    versions = [v for v, _ in done_kb_versions(root)]
     if kb is None:
         return latest_kb_version(root)
     if kb in versions:
         return kb
-    named = [v for v, m in complete_kb_versions(root) if m.get("name") == kb]
+    named = [v for v, m in done_kb_versions(root) if m.get("name") == kb]
     if named:
         return named[-1]
     available = ", ".join(versions) or "none (run linkedqa kb build)"
@@ -102,6 +102,6 @@ def load_plan(run_id: str, root: Path | None = None) -> RunPlan:
     return RunStore(run_id, root).load_plan()
 
 
-def run_is_complete(run_id: str, root: Path | None = None) -> bool:
+def run_is_done(run_id: str, root: Path | None = None) -> bool:
     """Whether the run is done (its manifest exists)."""
     return RunStore(run_id, root).is_done()

@@ -26,7 +26,7 @@ def recompute_metrics(run_id: str, root: Path | None = None) -> tuple[list[dict]
     Only the metrics computed from predictions are recomputed; the cost rows (:data:`EFFICIENCY_METRICS`:
     wall time, tokens, memory...) describe the original execution and are not in ``recomputed``.
     """
-    run, _ = _finished_run(run_id, root)
+    run, _ = _done_run(run_id, root)
     recomputed, _stages, stored = _recompute(run)
     return recomputed, stored
 
@@ -38,7 +38,7 @@ def _recompute(run: ResolvedRun) -> tuple[list[dict], list[dict], list[dict]]:
     return recomputed, stage_rows, run.store.read_table("metrics").to_pylist()
 
 
-def _finished_run(run_id: str, root: Path | None) -> tuple[ResolvedRun, RunManifest]:
+def _done_run(run_id: str, root: Path | None) -> tuple[ResolvedRun, RunManifest]:
     run = resolve_run(run_id, root)
     manifest = run.store.read_manifest()
     if manifest is None:
@@ -57,7 +57,7 @@ def rewrite_metrics(run_id: str, root: Path | None = None) -> dict:
     Returns:
         ``{"from": old version, "to": new version, "changed": {metric: (old, new)}}``.
     """
-    run, manifest = _finished_run(run_id, root)
+    run, manifest = _done_run(run_id, root)
     plan, store = run.plan, run.store
     questions = plan_questions(plan, run.root)
     for part in store.prediction_parts():
@@ -104,7 +104,7 @@ def compare_run_metrics(run_id: str, root: Path | None = None) -> dict:
         LookupError: Unknown run id.
     """
     layout.safe_name(run_id, "run id")
-    run, manifest = _finished_run(run_id, root)
+    run, manifest = _done_run(run_id, root)
     fmt = manifest.metrics_format
     recomputed, stage_rows, stored = _recompute(run)
     stored_by = {r["metric"]: r["value"] for r in stored}

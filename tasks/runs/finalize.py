@@ -31,7 +31,7 @@ def finalize_run(plan: RunPlan | ResolvedRun, started_at: str, wall_s: float, ro
     """Check shards, compute metrics from the stored predictions, write metrics/runs parts and the manifest.
 
     Called for a run that is not complete: whether it is (its manifest) is decided once, by the ``run_method`` flow
-    (:func:`tasks.runs.config.run_is_complete`).
+    (:func:`tasks.runs.config.run_is_done`).
 
     Returns:
         The summary metric rows.

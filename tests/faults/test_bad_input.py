@@ -67,7 +67,7 @@ from xml.sax.saxutils import unescape
 import pytest
 
 from storage import layout
-from storage.catalog import complete_kb_versions
+from storage.catalog import done_kb_versions
 from storage.parquet_io import read_table
 from tasks.dumps.wikipedia_xml import CHUNK
 
@@ -165,7 +165,7 @@ def _wait(proc: subprocess.Popen, timeout: float):
 
 def one_version(home: Path) -> str:
     """The single published KB version under ``home``."""
-    versions = [v for v, _ in complete_kb_versions(home)]
+    versions = [v for v, _ in done_kb_versions(home)]
     assert len(versions) == 1, versions
     return versions[0]
 
@@ -178,7 +178,7 @@ def kb_rows(home: Path, version: str, table: str) -> list[dict]:
 def assert_nothing_published(home: Path) -> None:
     """No KB manifest anywhere under ``home/kb`` and no complete version in the catalog's scan."""
     assert not list((home / "kb").glob("*/manifest.json"))
-    assert complete_kb_versions(home) == []
+    assert done_kb_versions(home) == []
 
 
 def tree(folder: Path, skip: Path) -> dict[str, tuple[int, int]]:
@@ -321,7 +321,7 @@ def test_malformed_json_line_is_a_reject_and_every_good_entity_is_kept(wikidata_
     assert sorted(e["qid"] for e in kb_rows(b.home, b.version, "entities")) == sorted(b.kept)
     assert len(b.kept) == 47
     assert re.search(r"rejects\s+3\b", b.ran.out), b.ran.out[-2000:]
-    manifest = dict(complete_kb_versions(b.home))[b.version]
+    manifest = dict(done_kb_versions(b.home))[b.version]
     assert manifest["row_counts"]["rejects"] == 3 and manifest["row_counts"]["entities"] == 47
 
 

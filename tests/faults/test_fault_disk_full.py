@@ -130,7 +130,7 @@ def test_kb_build_and_run_on_a_really_full_tmpfs(cli, ref_kb, data_root, tmp_pat
     import duckdb
     from faultkit import INJECT, kb_args, leftovers, table_digest
 
-    from storage.catalog import complete_kb_versions, complete_runs, refresh_catalog
+    from storage.catalog import done_kb_versions, done_runs, refresh_catalog
     from storage.manifest import read_manifest
     from storage.parquet_io import read_table
     from storage.schemas import KB_TABLES
@@ -162,14 +162,14 @@ def test_kb_build_and_run_on_a_really_full_tmpfs(cli, ref_kb, data_root, tmp_pat
     assert rc == 5, log[-3000:]
     no_space_error(log)
     full = out / "kb-full"
-    assert complete_kb_versions(full) == [] and leftovers(full) == []
+    assert done_kb_versions(full) == [] and leftovers(full) == []
     assert not list(full.rglob("manifest.json"))
 
     # 2. room again: the same command finishes; its tables equal the reference build's
     rc, log = result("kb-ok")
     assert rc == 0, log[-3000:]
     ok = out / "kb-ok"
-    assert [v for v, _ in complete_kb_versions(ok)] == [version]
+    assert [v for v, _ in done_kb_versions(ok)] == [version]
     for table in KB_TABLES:
         assert table_digest(layout.kb_dir(version, ok) / table, table) == \
             table_digest(layout.kb_dir(version, ref_home) / table, table), table
@@ -180,15 +180,15 @@ def test_kb_build_and_run_on_a_really_full_tmpfs(cli, ref_kb, data_root, tmp_pat
     assert rc == 5, log[-3000:]
     no_space_error(log)
     full = out / "run-full"
-    assert complete_runs(full) == [] and leftovers(full) == []
+    assert done_runs(full) == [] and leftovers(full) == []
     assert not list(full.glob("runs/*/manifest.json"))
-    assert [v for v, _ in complete_kb_versions(full)] == [version]
+    assert [v for v, _ in done_kb_versions(full)] == [version]
 
     # 4. room again: the run finishes with every question exactly once, and the catalog shows it
     rc, log = result("run-ok")
     assert rc == 0, log[-3000:]
     ok = out / "run-ok"
-    ((run_id, manifest),) = complete_runs(ok)
+    ((run_id, manifest),) = done_runs(ok)
     assert run_id in log.split() and manifest["row_counts"]["predictions"] == 24
     ids = [r["question_id"] for r in read_table(layout.run_dir(run_id, ok) / "predictions",
                                                   "predictions").to_pylist()]

@@ -14,13 +14,13 @@ import pytest
 from faultkit import KILLED, PLANTED_KEY, files_containing, kb_args, leftovers, read_json, table_digest
 
 from storage import layout
-from storage.catalog import complete_kb_versions, refresh_catalog
+from storage.catalog import done_kb_versions, refresh_catalog
 from storage.schemas import KB_TABLES
 
 
 def _assert_nothing_published(home: Path, vdir: Path) -> None:
     assert not (vdir / "manifest.json").exists()
-    assert complete_kb_versions(home) == []
+    assert done_kb_versions(home) == []
     con = duckdb.connect(str(refresh_catalog(home)), read_only=True)
     try:
         for table in ("entities", "claims", "labels"):
@@ -65,7 +65,7 @@ def test_kb_build_killed_at_three_points_resumes_to_identical_tables(cli, ref_kb
     # 4. the re-run completes; every table equals the uninterrupted build's
     rc, out = cli(home, "none", args)
     assert rc == 0, out[-3000:]
-    assert [v for v, _ in complete_kb_versions(home)] == [version]
+    assert [v for v, _ in done_kb_versions(home)] == [version]
     ref_dir = layout.kb_dir(version, ref_home)
     for table in KB_TABLES:
         assert table_digest(vdir / table, table) == table_digest(ref_dir / table, table), table

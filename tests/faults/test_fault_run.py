@@ -16,7 +16,7 @@ import pytest
 from faultkit import KILLED, PLANTED_KEY, files_containing, leftovers
 
 from storage import layout
-from storage.catalog import complete_runs, refresh_catalog
+from storage.catalog import done_runs, refresh_catalog
 from storage.manifest import read_manifest
 from storage.parquet_io import part_files, read_table
 
@@ -30,7 +30,7 @@ def _run_args(version: str) -> list[str]:
 
 def _invisible(home: Path, run_id: str) -> None:
     assert read_manifest(layout.run_dir(run_id, home)) is None
-    assert run_id not in {r for r, _ in complete_runs(home)}
+    assert run_id not in {r for r, _ in done_runs(home)}
     con = duckdb.connect(str(refresh_catalog(home)), read_only=True)
     try:
         for table in ("predictions", "metrics", "runs"):

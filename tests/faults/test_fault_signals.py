@@ -23,7 +23,7 @@ import pytest
 from faultkit import INJECT, kb_args, leftovers, read_json, table_digest
 
 from storage import layout
-from storage.catalog import complete_kb_versions
+from storage.catalog import done_kb_versions
 from storage.schemas import KB_TABLES
 from tests.procs import cmdline
 
@@ -82,12 +82,12 @@ def test_kb_build_stops_on_a_signal_within_10_s_and_resumes(cli, ref_kb, data_ro
     assert f"stopped by {signal.Signals(sig).name}" in out and "re-run the same command to resume" in out
     _, alive = psutil.wait_procs(children, timeout=5)
     assert not alive, f"left running after {signal.Signals(sig).name}: {alive}"
-    assert not (vdir / "manifest.json").exists() and complete_kb_versions(home) == []
+    assert not (vdir / "manifest.json").exists() and done_kb_versions(home) == []
     assert len(list((vdir / "_staging").glob("*/s*of*/_done.json"))) >= 2  # finished work is kept
 
     rc, out = cli(home, "none", kb_args(data_root))
     assert rc == 0, out[-3000:]
-    assert [v for v, _ in complete_kb_versions(home)] == [version]
+    assert [v for v, _ in done_kb_versions(home)] == [version]
     for table in KB_TABLES:
         assert table_digest(vdir / table, table) == table_digest(layout.kb_dir(version, ref_home) / table, table)
     assert read_json(vdir / "manifest.json")["row_counts"] == read_json(

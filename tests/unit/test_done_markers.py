@@ -33,7 +33,7 @@ from storage.done import (
     temp_pid,
     write_json_atomic,
 )
-from storage.manifest import MANIFEST, is_complete, read_manifest, write_manifest
+from storage.manifest import MANIFEST, manifest_done, read_manifest, write_manifest
 from storage.parquet_io import part_files, read_table, remove_temp_files
 
 
@@ -109,18 +109,18 @@ def test_sweep_removes_dead_writers_temps_only(tmp_path: Path, dead_pid: int) ->
 
 def test_manifest_is_a_done_marker(tmp_path: Path, monkeypatch) -> None:
     run = tmp_path / "run"
-    assert read_manifest(run) is None and not is_complete(run)
+    assert read_manifest(run) is None and not manifest_done(run)
     write_manifest(run, {"rows": 2, "api_key": "secret"})
     body = read_done(run, MANIFEST)
     assert body == read_manifest(run) and body["rows"] == 2 and body["api_key"] == "***" and "git_sha" in body
-    assert is_complete(run) and is_done(run, MANIFEST) and not is_done(run)  # manifest.json, not _done.json
+    assert manifest_done(run) and is_done(run, MANIFEST) and not is_done(run)  # manifest.json, not _done.json
 
     import storage.manifest as manifest_mod
 
     monkeypatch.setattr(manifest_mod, "mark_done", _raise)
     with pytest.raises(Fault):
         write_manifest(tmp_path / "other", {"rows": 1})
-    assert not is_complete(tmp_path / "other")
+    assert not manifest_done(tmp_path / "other")
 
 
 # ------------------------------------------------------------------------------ KB: stage shards, merged tables
@@ -223,7 +223,7 @@ def test_stored_dataset(home: Path, data_root: Path, dead_pid: int, monkeypatch)
     monkeypatch.setattr(store_mod, "write_manifest", real)
     assert store_mod.latest_dataset_folder("qald-10") is None  # parts written, no manifest: not done
     folder = next(layout.datasets_root().glob("qald-10/*"))
-    assert (folder / "questions" / layout.part_name(0, 1)).is_file() and not is_complete(folder)
+    assert (folder / "questions" / layout.part_name(0, 1)).is_file() and not manifest_done(folder)
     stale = folder / "questions" / f"{layout.part_name(0, 1)}.tmp-{dead_pid}"
     stale.write_bytes(b"partial")
 
@@ -394,7 +394,7 @@ def test_model_folder(tmp_path: Path, data_root: Path, monkeypatch) -> None:
     assert len(list(root.glob(".tmp-tiny-test-*"))) == 1  # the faulted attempt's own folder, left unmarked
 
     assert models.prepare_model(src, root) == final
-    assert models.is_prepared(final) and models.read_marker(final)["gguf_sha256"] == digest
+    assert models.model_done(final) and models.read_marker(final)["gguf_sha256"] == digest
     assert not list(root.glob(".tmp-tiny-test-*"))
     monkeypatch.setattr(models, "assemble_gguf", _raise)  # a prepared folder is reused
     assert models.prepare_model(src, root) == final
