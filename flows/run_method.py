@@ -38,7 +38,7 @@ def run_method(cfg: RunConfig) -> str:
     root, data = str(layout.home()), str(layout.data_root())
     plan = plan_run_task(cfg, root, data)
     if run_is_done(plan.run_id):
-        print(f"run {plan.run_id} already complete: nothing to do")
+        print(f"run {plan.run_id} already done: nothing to do")
         return plan.run_id
     kinds = run_index_kinds_task(plan, root)
     if kinds:  # the method's indexes as their own step (a no-op when built), not lazily inside a shard

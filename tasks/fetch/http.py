@@ -221,7 +221,7 @@ def _rehash(path: Path, hashers: dict[str, Any], chunk: int) -> int:
     return n
 
 
-def _present(dest: Path, expected: dict[str, str], chunk: int) -> dict[str, str] | None:
+def _fetched_digests(dest: Path, expected: dict[str, str], chunk: int) -> dict[str, str] | None:
     """Digests of ``dest`` when it exists and matches every expected checksum, else ``None``."""
     if not expected or not dest.is_file():
         return None
@@ -288,7 +288,7 @@ def download(
     dest.parent.mkdir(parents=True, exist_ok=True)
     part, state = part_path(dest), _state_path(dest)
 
-    if skip_existing and (digests := _present(dest, expected, chunk)) is not None:
+    if skip_existing and (digests := _fetched_digests(dest, expected, chunk)) is not None:
         meta = read_done(dest.parent, meta_path(dest).name) or {}
         return DownloadResult(dest, url, dest.stat().st_size, digests, tuple(sorted(expected)), skipped=True,
                               meta=meta)

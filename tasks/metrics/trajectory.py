@@ -14,13 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_type_hints
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
 #: Note fields metrics read.
 RETRIEVED, ANSWERED_BY, FALLBACK = "retrieved", "answered_by", "fallback"
 
 
+@with_config(ConfigDict(extra="forbid"))
 class RetrievedDoc(TypedDict):
     """One retrieved document as a note keeps it."""
 
@@ -51,6 +52,7 @@ class FallbackNote(TypedDict):
 #: A note metrics read, by the field that names it.
 READ_NOTES: dict[str, type] = {RETRIEVED: RetrievedNote, ANSWERED_BY: AnsweredByNote, FALLBACK: FallbackNote}
 _ADAPTERS = {name: TypeAdapter(cls) for name, cls in READ_NOTES.items()}
+_KEYS = {name: frozenset(get_type_hints(cls)) for name, cls in READ_NOTES.items()}
 
 
 def note_retrieved(docs: Sequence[Mapping[str, Any]]) -> RetrievedNote:
@@ -89,14 +91,13 @@ def checked_note(note: Mapping[str, Any]) -> dict[str, Any]:
     if len(named) > 1:
         raise TypeError(f"one read note per entry, got the fields {named}")
     (name,) = named
-    expected = set(get_type_hints(READ_NOTES[name]))
-    if set(note) != expected:
-        raise TypeError(f"a {name!r} note has exactly the keys {sorted(expected)}, got {sorted(note)} "
+    if set(note) != _KEYS[name]:
+        raise TypeError(f"the {name!r} note has exactly the keys {sorted(_KEYS[name])}, got {sorted(note)} "
                         f"(build it with note_{name}())")
     try:
         _ADAPTERS[name].validate_python(note, strict=True)
     except ValidationError as exc:
-        raise TypeError(f"a {name!r} note of the wrong shape: {exc.errors()[0]['loc']}: "
+        raise TypeError(f"the {name!r} note in the wrong shape: {exc.errors()[0]['loc']}: "
                         f"{exc.errors()[0]['msg']}") from None
     return dict(note)
 

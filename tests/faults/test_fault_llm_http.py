@@ -97,7 +97,7 @@ def test_hanging_and_trickling_endpoint_become_item_timeouts(cli, data_root, tmp
     assert _Endpoint.attempts["hang"] == 2 and _Endpoint.attempts["trickle"] == 2  # 1 try + 1 retry each
     # 2 attempts x 1 s per stuck item (concurrently) + process start; without the deadline: 2 x 120 s x 5
     assert elapsed < 90, elapsed
-    # other --timeout/--retries: the same run id, already complete -> nothing re-sent
+    # other --timeout/--retries: the same run id, already done -> nothing re-sent
     assert rc2 == 0, out2[-3000:]
     assert rdir.name in out2.split() and len([d for d in layout.runs_root(home).iterdir() if d.is_dir()]) == 1
     assert _Endpoint.attempts["hang"] == 2

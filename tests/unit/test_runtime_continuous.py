@@ -176,8 +176,9 @@ def test_step_limit_and_unknown_tool_are_item_errors():
 
 @pytest.mark.parametrize("runtime", [run_agents, run_agents_continuous])
 def test_both_schedulers_fail_an_item_alike(runtime):
-    """Step bound, unknown tool, unsupported action and a result outside the contract: the same item error and the
-    same error event in the trajectory under both schedulers (one item state machine decides them)."""
+    """Step bound, unknown tool, unsupported action, a result outside the contract and a note metrics read in
+    another shape: the same item error and the same error event in the trajectory under both schedulers (one item
+    state machine decides them); typed notes are stored as logged."""
     def looping(item, ctx):
         while True:
             yield ToolCall("count", 1)
@@ -204,7 +205,7 @@ def test_both_schedulers_fail_an_item_alike(runtime):
     cases = [(looping, {"max_steps": 3}, "step limit 3 exceeded"),
              (empty_list, {}, "AgentError: agent yielded an unsupported action list"),
              (a_dict, {}, "AgentError: agent returned dict, expected AgentResult"),
-             (untyped_note, {}, "TypeError: a 'answered_by' note of the wrong shape")]
+             (untyped_note, {}, "TypeError: the 'answered_by' note in the wrong shape")]
     for agent, kw, error in cases:
         (out,), _ = runtime(agent, [{"question_id": "a"}], None, tools, **kw)
         assert out["error"].startswith(error), out["error"]
@@ -248,6 +249,8 @@ def test_a_note_metrics_read_is_its_type_or_refused():
         "kind": ({"kind": "tool", "step": "x"}, "no 'kind' key"),
         "int id": ({"retrieved": [{"id": 7, "title": "t", "text": "x"}]}, "('retrieved', 0, 'id')"),
         "extra key": ({"retrieved": [], "score": 1.0}, "exactly the keys ['retrieved']"),
+        "extra key in a document": ({"retrieved": [{"id": "7", "title": "t", "text": "x", "score": 1.0}]},
+                                    "('retrieved', 0, 'score')"),
         "reason missing": ({"fallback": "closed-book"}, "build it with note_fallback()"),
         "two notes": ({"answered_by": "cot", "fallback": "x", "reason": "y"}, "one read note per entry"),
         "not a mapping": ([("step", "x")], "not list"),
