@@ -81,8 +81,10 @@ def checked_note(note: Mapping[str, Any]) -> dict[str, Any]:
             note's field in another shape (a missing or extra key, a wrong type). Inside an agent this is the
             item's error, and the note is not stored.
     """
-    if not isinstance(note, Mapping) or not all(isinstance(key, str) for key in note):
+    if not isinstance(note, Mapping):
         raise TypeError(f"a trajectory note is a mapping with string keys, not {type(note).__name__}")
+    if other := [key for key in note if not isinstance(key, str)]:
+        raise TypeError(f"a trajectory note has string keys only, not {other!r}")
     if "kind" in note:
         raise TypeError("a trajectory note has no 'kind' key (the runtime sets the event's kind)")
     named = [name for name in READ_NOTES if name in note]

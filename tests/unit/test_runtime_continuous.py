@@ -254,6 +254,7 @@ def test_a_note_metrics_read_is_its_type_or_refused():
         "reason missing": ({"fallback": "closed-book"}, "build it with note_fallback()"),
         "two notes": ({"answered_by": "cot", "fallback": "x", "reason": "y"}, "one read note per entry"),
         "not a mapping": ([("step", "x")], "not list"),
+        "a key not a string": ({"step": "x", 3: "y"}, "string keys only, not [3]"),
     }
     for name, (note, message) in refused.items():
         with pytest.raises(TypeError, match=re.escape(message)):
