@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storage import layout
 from storage.done import is_done, mark_done, read_done, read_json
-from storage.manifest import read_manifest, write_json_atomic, write_manifest
+from storage.manifest import manifest_done, read_manifest, write_json_atomic, write_manifest
 from storage.parquet_io import part_files, read_table, remove_temp_files, write_table
 
 #: The tables a run folder holds, one folder each.
@@ -287,7 +287,7 @@ class RunStore:
 
     def is_done(self) -> bool:
         """Whether the run is done (its manifest exists)."""
-        return read_manifest(self.folder) is not None
+        return manifest_done(self.folder)
 
     def write_manifest(self, manifest: RunManifest) -> None:
         """Write the manifest, the run folder's last file."""
