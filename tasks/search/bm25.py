@@ -644,6 +644,9 @@ class BM25Index:
         with _gc_paused():
             fetched = self._fetch_all(list(distinct), k, self.threads if threads is None else max(1, int(threads)))
             lists = self._order_and_cut(fetched, k)
+            # dropped before the collector resumes: its first pass then scans the hits returned, not also the
+            # (score, address) pairs tantivy gave (about twice as many: k=50 hits kept of 2k fetched per query)
+            del fetched
             out: list[list[Any]] = []
             given = [False] * len(lists)
             for key in keys:
